@@ -1,0 +1,1 @@
+"""The trio orchestrator: CLI, run loop, bundle freeze, worker supervision, policy, providers, VCS."""

@@ -1,0 +1,1 @@
+"""Candidate generators. Each implements `CandidateProvider` from `base`."""

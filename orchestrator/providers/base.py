@@ -1,0 +1,66 @@
+"""The provider interface: what every candidate generator gets and must return.
+
+A provider proposes source; it never declares a candidate correct or faster. The context carries
+everything later providers need (incumbent source and measurements, profiles, earlier decisions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from protocol.bundle import Case, Target
+from protocol.results import CandidateMetadata, Evaluation, ExperimentRecord
+
+
+class ProviderExhausted(Exception):
+    """The provider has nothing more to propose; the run stops with `provider_exhausted`."""
+
+
+class ProposalError(Exception):
+    """This proposal is unusable (malformed reply, generator failed); the experiment becomes `failed`."""
+
+
+class ProviderConfigError(Exception):
+    """The provider cannot start at all (missing binary, missing model); exit 1 with this message."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    source: str
+    metadata: CandidateMetadata
+
+
+@dataclass(frozen=True)
+class ProposalContext:
+    experiment_id: str
+    round_index: int
+    slot_index: int
+    kernel_name: str
+    incumbent_id: str
+    incumbent_source: str
+    incumbent_evaluation: Evaluation | None
+    baseline_evaluation: Evaluation | None
+    cases: tuple[Case, ...]
+    target: Target
+    history: tuple[ExperimentRecord, ...]
+    excluded_digests: frozenset[str]
+    reference_kernel_excerpt: str | None = None
+    prior_evidence: tuple[dict[str, Any], ...] = ()
+    workspace_root: Path | None = None
+    deadline_seconds: float = 600.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class CandidateProvider(Protocol):
+    name: str
+    # True when several proposals of one round may be generated at the same time.
+    concurrent: bool
+
+    async def propose(self, context: ProposalContext) -> Proposal:
+        """Return one complete replacement source; raise ProposalError or ProviderExhausted."""
+        ...
+
+    async def aclose(self) -> None:
+        ...

@@ -1,0 +1,60 @@
+"""The structured profile request (seed Layer 2) sent to `harness.profile(artifact, case, request)`."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from protocol.base import StrictModel
+
+ProfileTool = Literal["proton_launch", "native_profiler", "ncu", "proton_intra_kernel"]
+
+
+class ProfileRequest(StrictModel):
+    level: Literal["summary", "deep"] = "summary"
+    tools: list[ProfileTool] = Field(default_factory=lambda: ["proton_launch", "native_profiler"])
+    experiment_id: str = Field(min_length=1, max_length=120)
+    artifacts_dir: str
+    reason: str = Field(default="candidate", max_length=240)
+    diagnostic_only: bool = False
+    # Only meaningful for proton_intra_kernel; the runtime rejects warp_group today.
+    granularity: Literal["warp"] | None = None
+
+    @field_validator("artifacts_dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not PurePath(value).is_absolute():
+            raise ValueError("artifacts_dir must be an absolute path")
+        return value
+
+    @model_validator(mode="after")
+    def _instrumentation_is_diagnostic(self) -> ProfileRequest:
+        if "proton_intra_kernel" in self.tools and not self.diagnostic_only:
+            raise ValueError("proton_intra_kernel requests must be diagnostic_only")
+        if self.granularity is not None and "proton_intra_kernel" not in self.tools:
+            raise ValueError("granularity applies only to proton_intra_kernel")
+        return self
+
+
+NATIVE_PROFILERS: dict[str, str | None] = {"cuda": "ncu", "nvidia": "ncu"}
+
+
+def resolve_native_profiler(request: ProfileRequest, backend: str) -> tuple[ProfileRequest, list[str]]:
+    """Replace the portable `native_profiler` tool by the backend's tool (cuda/nvidia -> ncu).
+
+    Backends without a known native profiler drop the tool and get a diagnostic, never an invented one.
+    """
+    diagnostics: list[str] = []
+    native = NATIVE_PROFILERS.get(backend.strip().lower())
+    tools: list[str] = []
+    for tool in request.tools:
+        if tool == "native_profiler":
+            if native is None:
+                diagnostics.append(f"no native profiler is known for backend {backend!r}; native_profiler skipped")
+                continue
+            tool = native
+        if tool not in tools:
+            tools.append(tool)
+    return request.model_copy(update={"tools": tools}), diagnostics

@@ -1,0 +1,204 @@
+"""What a run writes: per-case measurements, experiments, and the run result."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import Field
+
+from protocol.base import StrictModel
+
+
+class EvaluationStatus(str, Enum):
+    """How one worker evaluation ended: exactly one of these, with a one-line reason."""
+
+    OK = "ok"
+    BUILD_FAILED = "build_failed"
+    INCORRECT = "incorrect"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    RESOURCE_LIMIT = "resource_limit"
+    PROTOCOL_VIOLATION = "protocol_violation"
+    SANDBOX_VIOLATION = "sandbox_violation"
+
+
+class DecisionStatus(str, Enum):
+    BASELINE = "baseline"
+    PROMOTED = "promoted"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    DUPLICATE = "duplicate"
+    REVALIDATED = "revalidated"
+
+
+class SampleStats(StrictModel):
+    """Persisted so readers never recompute them from raw samples."""
+
+    n: int
+    median: float
+    p95: float
+    mean: float
+    stdev: float
+    cv: float
+    min: float
+    max: float
+
+
+class CaseMeasurement(StrictModel):
+    case_id: str
+    protected: bool
+    weight: float
+    correct: bool | None = None
+    diagnostics: str = ""
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    samples_us: list[float] = Field(default_factory=list)
+    stats: SampleStats | None = None
+    warmup_count: int | None = None
+    cache_policy: str | None = None
+    profile: dict[str, Any] | None = None
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
+
+
+class WorkerRecord(StrictModel):
+    """Facts about the worker process that ran an evaluation."""
+
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    isolation: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, str | None] = Field(default_factory=dict)
+    device: str | None = None
+    log_path: str | None = None
+    log_bytes_dropped: int = 0
+    wall_seconds: float = 0.0
+    leftover_processes_killed: int = 0
+
+
+class Evaluation(StrictModel):
+    """One fresh-worker evaluation of one source over the cases."""
+
+    label: str
+    status: EvaluationStatus
+    reason: str = ""
+    cases: list[CaseMeasurement] = Field(default_factory=list)
+    worker: WorkerRecord = Field(default_factory=WorkerRecord)
+    seed: int = 0
+
+    def case(self, case_id: str) -> CaseMeasurement | None:
+        return next((c for c in self.cases if c.case_id == case_id), None)
+
+
+class CandidateMetadata(StrictModel):
+    hypothesis: str = ""
+    evidence: str = ""
+    change: str = ""
+    expected_effect: str = ""
+    risk: str = ""
+
+
+class CaseComparison(StrictModel):
+    case_id: str
+    incumbent_median_us: float | None
+    candidate_median_us: float | None
+    speedup: float | None
+    candidate_cv: float | None
+    incumbent_cv: float | None
+    correct: bool | None
+
+
+class Decision(StrictModel):
+    status: DecisionStatus
+    reason: str
+    gates: dict[str, bool] = Field(default_factory=dict)
+
+
+class ExperimentRecord(StrictModel):
+    experiment_id: str
+    round_index: int = 0
+    slot_index: int = 0
+    parent_id: str | None = None
+    source_sha256: str = ""
+    normalized_sha256: str = ""
+    source_path: str = ""
+    incremental_patch_path: str | None = None
+    cumulative_patch_path: str | None = None
+    metadata: CandidateMetadata = Field(default_factory=CandidateMetadata)
+    evaluations: list[Evaluation] = Field(default_factory=list)
+    comparisons: list[CaseComparison] = Field(default_factory=list)
+    aggregate_speedup: float | None = None
+    statistics: dict[str, Any] = Field(default_factory=dict)
+    decision: Decision | None = None
+    wall_seconds: float = 0.0
+
+    @property
+    def candidate_evaluation(self) -> Evaluation | None:
+        return next((e for e in self.evaluations if e.label == "candidate"), None)
+
+
+StoppingReason = Literal[
+    "round_budget_exhausted",
+    "time_budget_exhausted",
+    "provider_exhausted",
+    "finalist_revalidation_failed",
+    "promotion_commit_failed",
+    "rollback_commit_failed",
+    "human_review_requested",
+    "interrupted",
+    "bundle_tampered",
+]
+
+
+class CaseReport(StrictModel):
+    case_id: str
+    weight: float
+    protected: bool
+    parameters: dict[str, Any]
+    baseline_median_us: float | None
+    final_median_us: float | None
+    speedup: float | None
+    baseline_cv: float | None
+    final_cv: float | None
+    correct: bool | None
+
+
+class CommitRecord(StrictModel):
+    status: Literal["committed", "failed", "skipped"]
+    vcs: str | None = None
+    revision: str | None = None
+    base_revision: str | None = None
+    repository: str | None = None
+    file: str | None = None
+    subject: str | None = None
+    reason: str = ""
+    kind: Literal["promotion", "final", "rollback"] = "promotion"
+    experiment_id: str | None = None
+
+
+class RunReport(StrictModel):
+    """Seed Layer 7: what a reader needs first."""
+
+    workload: list[CaseReport]
+    device: str | None
+    backend: str
+    architecture: str
+    aggregate_speedup: float | None
+    winner_experiment_id: str
+    stopping_reason: str
+    commit: str
+    output_dir: str
+
+
+class RunResult(StrictModel):
+    report: RunReport
+    success: bool
+    exit_code: int
+    stopping_reason: str
+    winner_experiment_id: str
+    best_kernel_path: str
+    baseline: Evaluation | None
+    final: Evaluation | None
+    experiments: list[ExperimentRecord]
+    commits: list[CommitRecord] = Field(default_factory=list)
+    wall_seconds: float
+    output_dir: str

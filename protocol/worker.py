@@ -1,0 +1,161 @@
+"""JSON-lines messages between the orchestrator and one sandboxed worker.
+
+One socketpair fd carries both directions, one JSON object per line. Commands go to the worker,
+events come back. The worker (standard library only) builds these shapes by hand; the orchestrator
+validates every line it receives against `WorkerEvent`, and `tests/test_protocol.py` checks that
+every shape the worker can emit parses.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from protocol.base import StrictModel
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 4 * 1024 * 1024
+MAX_TEXT = 20_000
+
+
+class IsolationConfig(StrictModel):
+    """What the worker must apply to itself before importing the harness or the candidate."""
+
+    mode: Literal["strict", "standard", "off"] = "standard"
+    scratch_dir: str
+    writable_dirs: list[str] = Field(default_factory=list)
+    data_limit_bytes: int | None = None
+    cpu_seconds: int | None = None
+    file_size_bytes: int | None = 1 << 30
+    open_files: int | None = 4096
+    network: bool = False
+
+
+# ---- orchestrator -> worker -------------------------------------------------------------------
+
+
+class SetupCommand(StrictModel):
+    kind: Literal["setup"] = "setup"
+    run_id: str
+    experiment_id: str
+    harness_path: str
+    kernel_path: str
+    target: dict[str, Any]
+    isolation: IsolationConfig
+
+
+class BuildCommand(StrictModel):
+    kind: Literal["build"] = "build"
+    command_id: int
+
+
+class VerifyCommand(StrictModel):
+    kind: Literal["verify"] = "verify"
+    command_id: int
+    case: dict[str, Any]
+    seed: int
+
+
+class BenchmarkCommand(StrictModel):
+    kind: Literal["benchmark"] = "benchmark"
+    command_id: int
+    case: dict[str, Any]
+    repetitions: int
+    seed: int
+
+
+class ProfileCommand(StrictModel):
+    kind: Literal["profile"] = "profile"
+    command_id: int
+    case: dict[str, Any]
+    request: dict[str, Any]
+    seed: int
+
+
+class ShutdownCommand(StrictModel):
+    kind: Literal["shutdown"] = "shutdown"
+
+
+WorkerCommand = Annotated[
+    SetupCommand | BuildCommand | VerifyCommand | BenchmarkCommand | ProfileCommand | ShutdownCommand,
+    Field(discriminator="kind"),
+]
+
+# ---- worker -> orchestrator -------------------------------------------------------------------
+
+
+class HelloEvent(StrictModel):
+    """First line: the worker is alive and speaks this protocol version."""
+
+    kind: Literal["hello"]
+    protocol_version: int
+    pid: int
+    python: str
+
+
+class ReadyEvent(StrictModel):
+    """After setup: isolation applied, harness imported, its functions found."""
+
+    kind: Literal["ready"]
+    isolation: dict[str, str]
+    harness_functions: list[str]
+    profile_arity: int | None
+    versions: dict[str, str | None]
+    device: str | None
+    setup_seconds: float
+
+
+class ReplyEvent(StrictModel):
+    """A command finished; `value` is the normalized harness result."""
+
+    kind: Literal["reply"]
+    command_id: int
+    value: dict[str, Any]
+    seconds: float
+
+
+class FailureEvent(StrictModel):
+    """A harness or candidate call raised; the worker stays usable for the next command."""
+
+    kind: Literal["failure"]
+    command_id: int | None
+    phase: Literal["setup", "build", "verify", "benchmark", "profile"]
+    error_type: str = Field(max_length=200)
+    message: str = Field(max_length=MAX_TEXT)
+    traceback: str = Field(default="", max_length=MAX_TEXT)
+    category: Literal["exception", "resource_limit", "sandbox_violation", "tamper"] = "exception"
+
+
+class FinishedEvent(StrictModel):
+    """The last word of a clean shutdown."""
+
+    kind: Literal["finished"]
+
+
+WorkerEvent = Annotated[
+    HelloEvent | ReadyEvent | ReplyEvent | FailureEvent | FinishedEvent,
+    Field(discriminator="kind"),
+]
+WORKER_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(WorkerEvent)
+WORKER_COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(WorkerCommand)
+
+# ---- normalized harness values (inside ReplyEvent.value) ----------------------------------------
+
+
+class BuildValue(StrictModel):
+    success: bool
+    diagnostics: str = Field(default="", max_length=MAX_TEXT)
+
+
+class VerifyValue(StrictModel):
+    passed: bool
+    diagnostics: str = Field(default="", max_length=MAX_TEXT)
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+
+class BenchmarkValue(StrictModel):
+    samples_us: list[float] = Field(min_length=1, max_length=1_000_000)
+    warmup_count: int | None = None
+    cache_policy: str | None = Field(default=None, max_length=200)
+    metrics: dict[str, Any] = Field(default_factory=dict)
