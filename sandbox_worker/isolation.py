@@ -1,52 +1,120 @@
 """Isolation layers the worker applies to itself before the harness or the candidate is imported.
 
-Each layer reports `active`, `degraded:<reason>` or `unavailable:<reason>`. Layers that need a
-single-threaded process (user/net namespaces) must run before torch is imported, which is why the
-worker applies them right after setup and before loading the harness.
+Each layer reports `active`, `degraded:<reason>` or `unavailable:<reason>`; `apply_layers` never
+raises, so a kernel without Landlock or user namespaces still runs (mode `standard`), and the
+orchestrator can refuse the run instead when it demands every layer (mode `strict`). Order matters:
+the namespace needs a single-threaded process, so it comes before anything that could start threads
+(torch), and before seccomp forbids `unshare`; Landlock comes after the uid/gid maps are written.
 """
 
 from __future__ import annotations
 
 import os
-import resource
+import stat
 from typing import Any
 
+from sandbox_worker import landlock, netns, rlimits, seccomp
 
-def _set_limit(kind: int, value: int) -> None:
-    soft, hard = resource.getrlimit(kind)
-    new_hard = value if hard == resource.RLIM_INFINITY or hard > value else hard
-    resource.setrlimit(kind, (min(value, new_hard), new_hard))
+LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
+OFF = "unavailable:isolation off"
 
 
-def apply_rlimits(config: dict[str, Any]) -> str:
-    """CORE=0, NOFILE, FSIZE, CPU backstop, DATA (configurable). Never AS: CUDA reserves huge VA ranges."""
-    applied: list[str] = []
+def _clip(reason: str, limit: int = 300) -> str:
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
+
+
+def check_stdin() -> str:
+    """The orchestrator opens stdin on /dev/null; the worker only confirms it (the candidate gets no input)."""
     try:
-        _set_limit(resource.RLIMIT_CORE, 0)
-        applied.append("core")
-        if config.get("open_files"):
-            _set_limit(resource.RLIMIT_NOFILE, int(config["open_files"]))
-            applied.append("nofile")
-        if config.get("file_size_bytes"):
-            _set_limit(resource.RLIMIT_FSIZE, int(config["file_size_bytes"]))
-            applied.append("fsize")
-        if config.get("cpu_seconds"):
-            seconds = int(config["cpu_seconds"])
-            soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-            resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
-            applied.append("cpu")
-        if config.get("data_limit_bytes"):
-            _set_limit(resource.RLIMIT_DATA, int(config["data_limit_bytes"]))
-            applied.append("data")
-    except (OSError, ValueError) as exc:
-        return f"degraded:{type(exc).__name__}: {exc} (applied {','.join(applied) or 'none'})"
+        info = os.fstat(0)
+    except OSError:
+        return "degraded:stdin is closed (fd 0 may be reused by the next open)"
+    try:
+        null = os.stat("/dev/null")
+    except OSError as exc:
+        return f"degraded:cannot stat /dev/null ({exc.strerror})"
+    if stat.S_ISCHR(info.st_mode) and info.st_rdev == null.st_rdev:
+        return "active"
+    kind = "a tty" if os.isatty(0) else "a pipe" if stat.S_ISFIFO(info.st_mode) else "not /dev/null"
+    return f"degraded:stdin is {kind}"
+
+
+def isolate_network(config: dict[str, Any]) -> str:
+    """A private network namespace, else a seccomp deny of inet sockets."""
+    if config.get("network"):
+        return "unavailable:network allowed by configuration"
+    try:
+        netns.enter_private_network()
+        return "active"
+    except OSError as exc:
+        failure = str(exc)
+    try:
+        seccomp.deny_inet_sockets()
+    except OSError as exc:
+        return _clip(f"unavailable:unshare failed: {failure}; seccomp inet deny failed: {exc}")
+    return _clip(f"degraded:seccomp inet deny (unshare failed: {failure})")
+
+
+def writable_dirs(config: dict[str, Any]) -> list[str]:
+    """Scratch plus the configured writable dirs (Triton cache, tmp), absolute, de-duplicated, in order."""
+    dirs = [config["scratch_dir"], *config.get("writable_dirs", [])]
+    unique: list[str] = []
+    for directory in dirs:
+        path = os.path.abspath(directory)
+        if path not in unique:
+            unique.append(path)
+    return unique
+
+
+def confine_writes(config: dict[str, Any]) -> str:
+    """Landlock write confinement; a missing writable dir is created first so the rule can name it."""
+    problem = netns.single_threaded_problem()
+    dirs = writable_dirs(config)
+    notes: list[str] = []
+    usable: list[str] = []
+    for directory in dirs:
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            usable.append(directory)
+        except OSError as exc:
+            notes.append(f"{directory}: {exc.strerror}")
+    try:
+        abi, rule_notes = landlock.restrict_writes(usable)
+    except landlock.LandlockUnavailable as exc:
+        return _clip(f"unavailable:{exc.strerror}")
+    except OSError as exc:
+        return _clip(f"unavailable:landlock failed ({exc})")
+    notes += rule_notes + landlock.abi_shortcomings(abi)
+    if problem:
+        notes.append(f"other threads stay unconfined: {problem}")
+    if notes:
+        return _clip(f"degraded:landlock ABI {abi}: {'; '.join(notes)}")
+    return "active"
+
+
+def deny_escape_syscalls() -> str:
+    try:
+        seccomp.deny_escape_syscalls()
+    except OSError as exc:
+        return _clip(f"unavailable:seccomp filter not loaded ({exc})")
     return "active"
 
 
 def apply_layers(config: dict[str, Any]) -> dict[str, str]:
-    """Apply every configured layer in order; return the status of each."""
+    """Apply every layer in order and return the status of each; never raises."""
     if config.get("mode") == "off":
-        return {"rlimits": "unavailable:isolation off"}
-    statuses = {"stdin": "active" if not os.isatty(0) else "degraded:stdin is a tty"}
-    statuses["rlimits"] = apply_rlimits(config)
+        return dict.fromkeys(LAYERS, OFF)
+    steps = {
+        "stdin": check_stdin,
+        "rlimits": lambda: rlimits.apply_rlimits(config),
+        "network": lambda: isolate_network(config),
+        "filesystem": lambda: confine_writes(config),
+        "seccomp": deny_escape_syscalls,
+    }
+    statuses: dict[str, str] = {}
+    for name in LAYERS:
+        try:
+            statuses[name] = steps[name]()
+        except Exception as exc:  # noqa: BLE001 - a layer's bug becomes its status, never a dead worker
+            statuses[name] = _clip(f"unavailable:internal error: {type(exc).__name__}: {exc}")
     return statuses

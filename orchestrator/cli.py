@@ -1,0 +1,134 @@
+"""`tlx-agent` command line: optimize (default), schema, doctor.
+
+stdout carries exactly one JSON document (the result, or the error); stderr carries the live log.
+Exit codes: 0 winner promoted and revalidated; 2 no qualifying winner; 3 commit failed; 4 human review;
+1 invalid input or internal error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+from protocol.bundle import Budget, BundleError
+
+EXIT_OK, EXIT_ERROR, EXIT_NO_WINNER, EXIT_COMMIT_FAILED, EXIT_HUMAN, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+SUBCOMMANDS = ("optimize", "schema", "doctor")
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage; our contract says invalid input is exit 1 with one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = Budget()
+    inputs = parser.add_argument_group("inputs")
+    inputs.add_argument("--kernel", type=Path, required=True, help="complete kernel source file")
+    inputs.add_argument("--harness", type=Path, required=True, help="bundle harness.py")
+    inputs.add_argument("--cases", type=Path, required=True, help="bundle cases.json")
+    inputs.add_argument("--target", type=Path, required=True, help="bundle target.json")
+    inputs.add_argument("--output-dir", type=Path, required=True, help="fresh (empty or new) artifact directory")
+    inputs.add_argument("--budget", type=Path, help="budget.json overriding the numeric flags key by key")
+    inputs.add_argument("--reference-kernel", type=Path, help="trusted reference implementation, frozen into the bundle")
+    inputs.add_argument("--prior-run", type=Path, help="earlier output dir: its source hashes and evidence (read-only)")
+    gen = parser.add_argument_group("candidate generation")
+    gen.add_argument("--provider", choices=("tune", "replay", "openai", "codex"), default="tune")
+    gen.add_argument("--replay-dir", type=Path, help="directory of candidates 001.py, 002.py, ... for --provider replay")
+    gen.add_argument("--model", help="model name passed to the provider (never invented)")
+    gen.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
+    budget = parser.add_argument_group("budget")
+    budget.add_argument("--max-rounds", type=int, default=defaults.max_rounds)
+    budget.add_argument("--candidates-per-round", type=int, default=defaults.candidates_per_round)
+    budget.add_argument("--max-candidate-seconds", type=float, default=defaults.max_candidate_seconds)
+    budget.add_argument("--max-total-seconds", type=float, default=defaults.max_total_seconds)
+    budget.add_argument("--min-speedup", type=float, default=defaults.min_speedup)
+    budget.add_argument("--max-cv", type=float, default=defaults.max_cv)
+    budget.add_argument("--benchmark-repetitions", type=int, default=defaults.benchmark_repetitions)
+    measure = parser.add_argument_group("measurement and profiling")
+    measure.add_argument("--profile", dest="profile", action="store_true", default=True,
+                         help="collect Proton and native profiles (default: on)")
+    measure.add_argument("--no-profile", dest="profile", action="store_false")
+    measure.add_argument("--schedule", default="aba",
+                         help="measurement order per candidate: a = incumbent, b = candidate (default aba)")
+    measure.add_argument("--confidence", type=float, default=0.99, help="confidence of the promotion test")
+    measure.add_argument("--arch", help="expected architecture (h200, h100, hopper, sm_90, b200, cpu, ...)")
+    sandbox = parser.add_argument_group("sandbox")
+    sandbox.add_argument("--isolation", choices=("strict", "standard", "off"), default="standard")
+    sandbox.add_argument("--worker-python", default=sys.executable, help="interpreter for workers")
+    sandbox.add_argument("--data-limit-gib", type=float, default=None, help="RLIMIT_DATA for workers in GiB")
+    vcs = parser.add_argument_group("commit")
+    vcs.add_argument("--vcs", choices=("auto", "git", "hg"), default="auto")
+    vcs.add_argument("--commit-message", help="subject of promotion commits")
+    vcs.add_argument("--commit-winner", dest="commit_winner", action="store_true", default=True)
+    vcs.add_argument("--no-commit-winner", dest="commit_winner", action="store_false",
+                     help="write artifacts only, commit nothing")
+    parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tlx-agent", description="Hardened Triton/TLX kernel optimization agent.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    _add_optimize_arguments(sub.add_parser("optimize", help="run the optimization loop (default)"))
+    sub.add_parser("schema", help="print the JSON Schemas of every public model")
+    doctor = sub.add_parser("doctor", help="show which isolation layers this machine supports")
+    doctor.add_argument("--worker-python", default=sys.executable)
+    doctor.add_argument("--isolation", choices=("strict", "standard", "off"), default="standard")
+    return parser
+
+
+def emit(document: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, exit_code: int = EXIT_ERROR, **extra: Any) -> int:
+    sys.stderr.write(f"[tlx-agent] error: {message}\n")
+    emit({"success": False, "exit_code": exit_code, "error": message, **extra})
+    return exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in (*SUBCOMMANDS, "-h", "--help"):
+        argv = ["optimize", *argv]  # the seed calls the CLI with flags only
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        return fail(str(exc))
+    try:
+        if args.command == "schema":
+            from protocol.schema import all_schemas
+
+            emit(all_schemas())
+            return EXIT_OK
+        if args.command == "doctor":
+            from orchestrator.doctor import doctor_main
+
+            return doctor_main(args)
+        from orchestrator.optimize import optimize_main
+
+        return optimize_main(args, argv)
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except BundleError as exc:
+        return fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - last resort: one line, traceback only with --debug
+        if debug:
+            traceback.print_exc()
+        return fail(f"internal error: {type(exc).__name__}: {exc}" + ("" if debug else " (rerun with --debug)"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

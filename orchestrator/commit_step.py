@@ -1,0 +1,133 @@
+"""The run's VCS step: prepare before the first candidate, checkpoint each promotion, roll back if needed.
+
+The VCS mechanics live in `orchestrator.vcs`; this module decides when to call them, re-verifies a merged
+source when the user's kernel was dirty, and writes every attempt to the live log and the JSON records.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from orchestrator.artifacts import RunArtifacts, write_json
+from orchestrator.live_log import LiveLog
+from orchestrator.vcs import (
+    CommitSession,
+    PerformanceRow,
+    VcsError,
+    build_commit_message,
+    detect_repository,
+    format_commit_event,
+)
+from protocol.results import CommitRecord, EvaluationStatus, ExperimentRecord
+
+if TYPE_CHECKING:
+    from orchestrator.config import RunConfig
+    from orchestrator.run_loop import OptimizationRun, RunState
+
+
+class CommitStep:
+    def __init__(self, config: RunConfig, kernel_path: Path, log: LiveLog, artifacts: RunArtifacts) -> None:
+        self.config = config
+        self.kernel_path = kernel_path
+        self.log = log
+        self.artifacts = artifacts
+        self.session: CommitSession | None = None
+        self.records: list[CommitRecord] = []
+        self.failed = False
+        self.state_note = "disabled (--no-commit-winner)" if not config.commit_winner else "no winner to commit"
+
+    def prepare(self, start_source: str) -> None:
+        """Raise VcsError (exit 3) when the checkout cannot take checkpoint commits."""
+        if not self.config.commit_winner:
+            self.log.event("commit status=disabled reason='--no-commit-winner: artifacts only'")
+            return
+        repository = detect_repository(self.kernel_path, self.config.vcs)
+        if repository is None:
+            self.state_note = "not committed: the kernel is in no git or Mercurial repository"
+            self.log.event(f"commit status=skipped reason='kernel {self.kernel_path} is in no git or Mercurial "
+                           "repository; the winner stays an artifact (best_kernel.py)'")
+            return
+        self.session = CommitSession.prepare(repository, self.kernel_path, start_source.encode("utf-8"))
+        self.log.event(f"commit status=prepared vcs={self.session.vcs} repository={str(self.session.repository_root)!r} "
+                       f"file={self.session.relpath!r} base_revision={self.session.base_revision} "
+                       f"dirty_target={str(self.session.dirty_at_start).lower()}")
+
+    def _save(self, record: CommitRecord) -> None:
+        self.records.append(record)
+        self.log.event(format_commit_event(record))
+        self.artifacts.journal("commit", record=record)
+        promotions = [r for r in self.records if r.kind == "promotion"]
+        if promotions:
+            write_json(self.artifacts.root / "promotion_commits.json", promotions)
+        write_json(self.artifacts.root / "auto_commit.json", record)
+        if record.kind == "rollback":
+            write_json(self.artifacts.root / "rollback_commit.json", record)
+        if record.status == "failed":
+            self.failed = True
+
+    def _message(self, record: ExperimentRecord) -> tuple[str, str]:
+        subject = self.config.commit_message or record.metadata.change or f"Optimize {self.kernel_path.name} with tlx-agent"
+        rows = [PerformanceRow(case_id=row.case_id, baseline_us=row.incumbent_median_us, winner_us=row.candidate_median_us,
+                               speedup=row.speedup, baseline_cv=row.incumbent_cv, winner_cv=row.candidate_cv,
+                               correct=bool(row.correct))
+                for row in record.comparisons]
+        heading = f"Promotion evaluation for {record.experiment_id} (against the incumbent {record.parent_id}):"
+        return build_commit_message(subject, rows, record.aggregate_speedup, heading)
+
+    async def checkpoint(self, state: RunState, record: ExperimentRecord, winner_source: str,
+                         run: OptimizationRun) -> bool:
+        if self.session is None:
+            return True
+        session = self.session
+        plan = await trio.to_thread.run_sync(session.plan_checkpoint, winner_source.encode("utf-8"))
+        subject, body = self._message(record)
+        if not plan.ok:
+            self._save(CommitRecord(status="failed", vcs=session.vcs, repository=str(session.repository_root),
+                                    file=session.relpath, subject=subject, base_revision=session.base_revision,
+                                    reason=plan.reason, kind="promotion", experiment_id=record.experiment_id))
+            return False
+        if plan.needs_revalidation:
+            merged_path = self.artifacts.experiment_dir(record.experiment_id) / "commit_merged_kernel.py"
+            merged_path.write_bytes(plan.merged_source or b"")
+            check = await run.evaluate(state, label="commit_revalidation", experiment_id=record.experiment_id,
+                                       kernel_path=merged_path, tag="commit-revalidation", deadline=state.deadline,
+                                       benchmark=False)
+            write_json(self.artifacts.experiment_dir(record.experiment_id) / "commit_revalidation.json", check)
+            if check.status is not EvaluationStatus.OK:
+                self._save(CommitRecord(
+                    status="failed", vcs=session.vcs, repository=str(session.repository_root), file=session.relpath,
+                    subject=subject, base_revision=session.base_revision, kind="promotion",
+                    experiment_id=record.experiment_id,
+                    reason=f"merged source (your uncommitted edits + the winner) failed verification: {check.reason}"))
+                return False
+        committed = await trio.to_thread.run_sync(session.apply_checkpoint, plan, subject, body, record.experiment_id)
+        self._save(committed)
+        if committed.status == "committed":
+            self.state_note = f"committed {committed.revision} ({committed.vcs})"
+        return committed.status == "committed"
+
+    async def rollback(self, state: RunState, reason: str) -> bool:
+        if self.session is None or not self.session.checkpoints:
+            return True
+        subject = "Revert tlx-agent promotions after failed final revalidation"
+        body = f"Final revalidation rejected the finalist: {reason}"
+        record = await trio.to_thread.run_sync(self.session.commit_rollback, subject, body)
+        if record.status == "skipped":
+            return True
+        self._save(record)
+        self.state_note = f"rolled back ({record.status})"
+        return record.status == "committed"
+
+    async def finalize(self, state: RunState, record: ExperimentRecord) -> None:
+        if self.session is not None and self.session.checkpoints:
+            last = self.session.checkpoints[-1]
+            self.log.event(f"commit status=final revision={last.revision} checkpoints={len(self.session.checkpoints)}")
+
+    def summary(self) -> str:
+        return self.state_note
+
+
+__all__ = ["CommitStep", "VcsError"]

@@ -1,0 +1,317 @@
+"""One evaluation = one fresh worker: setup -> build -> verify every case -> benchmark -> profile.
+
+Every phase has its own deadline inside the evaluation's deadline; whatever happens, the evaluation
+ends in exactly one `EvaluationStatus` with a one-line reason, and the worker's whole process tree is
+gone before this function returns.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from orchestrator.process_tree import kill_tree
+from orchestrator.statistics import sample_stats
+from orchestrator.worker_env import build_worker_environment
+from orchestrator.worker_process import (
+    OutputCapture,
+    ProtocolViolation,
+    Spawner,
+    WorkerConnection,
+    WorkerGone,
+    WorkerLaunch,
+)
+from protocol.bundle import Case, Target
+from protocol.profile import ProfileRequest
+from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus, WorkerRecord
+from protocol.worker import (
+    BenchmarkCommand,
+    BenchmarkValue,
+    BuildCommand,
+    BuildValue,
+    FailureEvent,
+    FinishedEvent,
+    HelloEvent,
+    IsolationConfig,
+    ProfileCommand,
+    ReadyEvent,
+    ReplyEvent,
+    SetupCommand,
+    ShutdownCommand,
+    VerifyCommand,
+    VerifyValue,
+)
+
+PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+RESOURCE_SIGNALS = {signal.SIGXCPU: "CPU time limit (RLIMIT_CPU)", signal.SIGXFSZ: "file size limit (RLIMIT_FSIZE)"}
+
+
+@dataclass
+class EvaluationPlan:
+    label: str
+    experiment_id: str
+    run_id: str
+    kernel_path: Path
+    harness_path: Path
+    target: Target
+    cases: list[Case]
+    repetitions: int
+    work_dir: Path
+    log_path: Path
+    deadline: float  # absolute trio.current_time() by which everything must be over
+    phase_seconds: float
+    isolation: IsolationConfig | None = None
+    worker_python: str = sys.executable
+    benchmark: bool = True
+    profile_request: Callable[[Case], ProfileRequest | None] | None = None
+    seed: int = field(default_factory=lambda: secrets.randbelow(2**31))
+    log_limit_bytes: int = 1 << 20
+    environment: dict[str, str] | None = None
+
+
+class _Stop(Exception):
+    """Ends the evaluation early with a status and reason."""
+
+    def __init__(self, status: EvaluationStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _failure_status(event: FailureEvent) -> EvaluationStatus | None:
+    if event.category == "resource_limit":
+        return EvaluationStatus.RESOURCE_LIMIT
+    if event.category in ("sandbox_violation", "tamper"):
+        return EvaluationStatus.SANDBOX_VIOLATION
+    return None
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _exit_description(returncode: int | None) -> tuple[EvaluationStatus, str]:
+    if returncode is None:
+        return EvaluationStatus.CRASHED, "worker stopped answering"
+    if returncode < 0:
+        sig = -returncode
+        if sig in RESOURCE_SIGNALS:
+            return EvaluationStatus.RESOURCE_LIMIT, f"killed by {signal.Signals(sig).name}: {RESOURCE_SIGNALS[sig]}"
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return EvaluationStatus.CRASHED, f"killed by {name}"
+    return EvaluationStatus.CRASHED, f"exited with code {returncode}"
+
+
+class _Session:
+    """The command/reply exchange of one evaluation, with per-phase deadlines."""
+
+    def __init__(self, plan: EvaluationPlan, connection: WorkerConnection) -> None:
+        self.plan = plan
+        self.connection = connection
+        self.next_command_id = 0
+        self.rng = random.Random(plan.seed)
+        self.phase = "setup"
+
+    def _phase_deadline(self) -> float:
+        return min(self.plan.deadline, trio.current_time() + self.plan.phase_seconds)
+
+    async def expect(self, kinds: tuple[type, ...], what: str) -> Any:
+        phase_started = trio.current_time()
+        phase_deadline = self._phase_deadline()
+        with trio.move_on_at(phase_deadline) as scope:
+            event = await self.connection.receive_event()
+        if scope.cancelled_caught:
+            limit = ("its phase limit" if phase_deadline < self.plan.deadline
+                     else "the evaluation deadline (per-candidate or run budget)")
+            raise _Stop(EvaluationStatus.TIMEOUT,
+                        f"timed out in {what} after {trio.current_time() - phase_started:.1f} s ({limit})")
+        if not isinstance(event, kinds):
+            raise ProtocolViolation(f"unexpected {event.kind} event while waiting for {what}")
+        return event
+
+    async def call(self, command_type: type, what: str, **fields: Any) -> ReplyEvent | FailureEvent:
+        self.next_command_id += 1
+        command_id = self.next_command_id
+        await self.connection.send(command_type(command_id=command_id, **fields))
+        event = await self.expect((ReplyEvent, FailureEvent), what)
+        if event.command_id != command_id:
+            raise ProtocolViolation(f"reply for command {event.command_id} while waiting for command {command_id}")
+        return event
+
+    def seed(self) -> int:
+        return self.rng.randrange(2**31)
+
+
+def _validated(model: type, value: dict[str, Any], what: str) -> Any:
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ProtocolViolation(f"{what} reply invalid: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evaluation) -> None:
+    await session.expect((HelloEvent,), "worker start")
+    isolation = plan.isolation or IsolationConfig(scratch_dir=str(plan.work_dir))
+    await session.connection.send(SetupCommand(
+        run_id=plan.run_id, experiment_id=plan.experiment_id, harness_path=str(plan.harness_path),
+        kernel_path=str(plan.kernel_path), target=plan.target.model_dump(), isolation=isolation))
+    ready = await session.expect((ReadyEvent, FailureEvent), "setup (harness import)")
+    if isinstance(ready, FailureEvent):
+        raise _Stop(_failure_status(ready) or EvaluationStatus.CRASHED,
+                    f"harness setup failed: {ready.error_type}: {_one_line(ready.message)}")
+    evaluation.worker.isolation = ready.isolation
+    evaluation.worker.versions = ready.versions
+    evaluation.worker.device = ready.device
+
+    session.phase = "build"
+    reply = await session.call(BuildCommand, "build")
+    if isinstance(reply, FailureEvent):
+        raise _Stop(_failure_status(reply) or EvaluationStatus.BUILD_FAILED,
+                    f"build raised {reply.error_type}: {_one_line(reply.message)}")
+    build = _validated(BuildValue, reply.value, "build")
+    if not build.success:
+        raise _Stop(EvaluationStatus.BUILD_FAILED, f"build failed: {_one_line(build.diagnostics) or 'no diagnostics'}")
+
+    measurements = {case.case_id: CaseMeasurement(case_id=case.case_id, protected=case.protected, weight=case.weight)
+                    for case in plan.cases}
+    evaluation.cases = list(measurements.values())
+    session.phase = "verify"
+    for case in plan.cases:
+        measurement = measurements[case.case_id]
+        reply = await session.call(VerifyCommand, f"verify (case {case.case_id})", case=case.model_dump(),
+                                   seed=session.seed())
+        if isinstance(reply, FailureEvent):
+            status = _failure_status(reply)
+            if status is not None:
+                raise _Stop(status, f"verify (case {case.case_id}): {reply.error_type}: {_one_line(reply.message)}")
+            measurement.correct = False
+            measurement.diagnostics = f"verify raised {reply.error_type}: {_one_line(reply.message)}"
+        else:
+            verdict = _validated(VerifyValue, reply.value, "verify")
+            measurement.correct = verdict.passed
+            measurement.diagnostics = verdict.diagnostics
+            measurement.metrics = verdict.metrics
+        measurement.phase_seconds["verify"] = getattr(reply, "seconds", 0.0)
+    failed = [m for m in evaluation.cases if m.protected and not m.correct]
+    if failed:
+        first = failed[0]
+        raise _Stop(EvaluationStatus.INCORRECT,
+                    f"protected case {first.case_id} failed: {_one_line(first.diagnostics) or 'verify returned false'}")
+
+    if plan.benchmark:
+        session.phase = "benchmark"
+        for case in plan.cases:
+            measurement = measurements[case.case_id]
+            if not measurement.correct:
+                continue
+            reply = await session.call(BenchmarkCommand, f"benchmark (case {case.case_id})", case=case.model_dump(),
+                                       repetitions=plan.repetitions, seed=session.seed())
+            if isinstance(reply, FailureEvent):
+                raise _Stop(_failure_status(reply) or EvaluationStatus.CRASHED,
+                            f"benchmark (case {case.case_id}) raised {reply.error_type}: {_one_line(reply.message)}")
+            timing = _validated(BenchmarkValue, reply.value, "benchmark")
+            measurement.samples_us = timing.samples_us
+            measurement.stats = sample_stats(timing.samples_us)
+            measurement.warmup_count = timing.warmup_count
+            measurement.cache_policy = timing.cache_policy
+            measurement.metrics.update({f"benchmark.{k}": v for k, v in timing.metrics.items()})
+            measurement.phase_seconds["benchmark"] = reply.seconds
+
+    if plan.profile_request is not None:
+        session.phase = "profile"
+        for case in plan.cases:
+            measurement = measurements[case.case_id]
+            request = plan.profile_request(case)
+            if request is None or not measurement.correct:
+                continue
+            reply = await session.call(ProfileCommand, f"profile (case {case.case_id})", case=case.model_dump(),
+                                       request=request.model_dump(), seed=session.seed())
+            if isinstance(reply, FailureEvent):
+                # Profiles are evidence, not gates: a failing profiler is recorded, the evaluation goes on.
+                measurement.profile = {"available": False, "error": f"{reply.error_type}: {_one_line(reply.message)}",
+                                       "request": request.model_dump()}
+            else:
+                measurement.profile = {**reply.value, "request": request.model_dump()}
+                measurement.phase_seconds["profile"] = reply.seconds
+
+    session.phase = "shutdown"
+    await session.connection.send(ShutdownCommand())
+    with trio.move_on_after(min(10.0, max(0.1, plan.deadline - trio.current_time()))):
+        await session.connection.receive_event()  # FinishedEvent; anything else is irrelevant now
+
+
+def prepare_work_dir(work_dir: Path) -> None:
+    for sub in ("home", "tmp", "triton_cache"):
+        (work_dir / sub).mkdir(parents=True, exist_ok=True)
+
+
+async def run_evaluation(plan: EvaluationPlan, spawner: Spawner, parent_env: dict[str, str]) -> Evaluation:
+    """Run one evaluation in one fresh worker; never raises for anything the worker does."""
+    started = time.monotonic()
+    prepare_work_dir(plan.work_dir)
+    token = uuid.uuid4().hex
+    env, _refused = build_worker_environment(
+        parent_env, {**plan.target.environment, **(plan.environment or {})}, scratch=plan.work_dir, token=token,
+        protocol_fd=-1, pythonpath=PROJECT_ROOT)
+    log_path = plan.log_path
+    launch = WorkerLaunch(argv=[plan.worker_python, "-s", "-m", "sandbox_worker"], env=env, cwd=plan.work_dir,
+                          log_path=log_path, token=token, log_limit_bytes=plan.log_limit_bytes)
+    evaluation = Evaluation(label=plan.label, status=EvaluationStatus.OK, seed=plan.seed)
+    evaluation.worker.log_path = str(log_path)
+    capture = OutputCapture(path=log_path, limit_bytes=plan.log_limit_bytes)
+    try:
+        spawned = await spawner.spawn(launch)
+    except OSError as exc:
+        evaluation.status = EvaluationStatus.CRASHED
+        evaluation.reason = f"could not start the worker: {exc}"
+        return evaluation
+    evaluation.worker.pid = spawned.process.pid
+    session = _Session(plan, WorkerConnection(spawned))
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(capture.drain, spawned.output)
+            try:
+                await _run_phases(plan, session, evaluation)
+                with trio.move_on_after(2.0):  # a clean shutdown exits by itself; the kill below is for the rest
+                    await spawned.process.wait()
+            except _Stop as stop:
+                evaluation.status, evaluation.reason = stop.status, stop.reason
+            except ProtocolViolation as exc:
+                evaluation.status = EvaluationStatus.PROTOCOL_VIOLATION
+                evaluation.reason = f"during {session.phase}: {exc}"
+            except WorkerGone:
+                with trio.move_on_after(2.0):
+                    await spawned.process.wait()
+                status, description = _exit_description(spawned.process.returncode)
+                evaluation.status = status
+                evaluation.reason = f"worker {description} during {session.phase}"
+            finally:
+                with trio.CancelScope(shield=True):
+                    evaluation.worker.leftover_processes_killed = await kill_tree(spawned.process, token)
+                    await spawned.protocol.aclose()
+                nursery.cancel_scope.cancel()
+    finally:
+        capture.finish()
+        evaluation.worker.exit_code = spawned.process.returncode
+        if spawned.process.returncode is not None and spawned.process.returncode < 0:
+            evaluation.worker.signal = -spawned.process.returncode
+        evaluation.worker.log_bytes_dropped = capture.dropped
+        evaluation.worker.wall_seconds = time.monotonic() - started
+    return evaluation

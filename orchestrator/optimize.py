@@ -1,0 +1,115 @@
+"""`tlx-agent optimize`: resolve inputs, refuse bad ones early, run the loop under trio, report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import trio
+from pydantic import ValidationError
+
+from orchestrator.artifacts import OutputDirError, RunArtifacts, prepare_output_dir, write_json
+from orchestrator.bundle import load_inputs, merge_budget
+from orchestrator.cli import EXIT_ERROR, EXIT_INTERRUPTED, emit, fail
+from orchestrator.commit_step import CommitStep
+from orchestrator.config import RunConfig
+from orchestrator.live_log import LiveLog
+from orchestrator.providers.base import ProviderConfigError
+from orchestrator.providers.factory import create_provider
+from orchestrator.run_loop import OptimizationRun, RunAborted
+from orchestrator.vcs import VcsError
+from protocol.bundle import BundleError, describe_validation_error
+
+EXIT_COMMIT_FAILED = 3
+
+
+def _absolute(path: Path | None) -> Path | None:
+    return None if path is None else path.expanduser().resolve()
+
+
+def build_config(args: argparse.Namespace, argv: list[str]) -> RunConfig:
+    cli_budget = {name: getattr(args, name) for name in (
+        "max_rounds", "candidates_per_round", "max_candidate_seconds", "max_total_seconds", "min_speedup",
+        "max_cv", "benchmark_repetitions")}
+    config = RunConfig(
+        kernel=_absolute(args.kernel), harness=_absolute(args.harness), cases=_absolute(args.cases),
+        target=_absolute(args.target), output_dir=_absolute(args.output_dir), budget_file=_absolute(args.budget),
+        provider=args.provider, replay_dir=_absolute(args.replay_dir), model=args.model, base_url=args.base_url,
+        profile=args.profile, reference_kernel=_absolute(args.reference_kernel), arch=args.arch, vcs=args.vcs,
+        commit_message=args.commit_message, commit_winner=args.commit_winner, prior_run=_absolute(args.prior_run),
+        isolation=args.isolation, schedule=args.schedule, worker_python=args.worker_python,
+        data_limit_bytes=int(args.data_limit_gib * (1 << 30)) if args.data_limit_gib else None,
+        confidence=args.confidence, debug=args.debug, extra={"argv": ["tlx-agent", *argv]})
+    config.extra["cli_budget"] = cli_budget
+    return config
+
+
+def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
+    config = build_config(args, argv)
+    inputs = load_inputs(kernel=config.kernel, harness=config.harness, cases=config.cases, target=config.target,
+                         budget=config.budget_file, reference_kernel=config.reference_kernel)
+    try:
+        config.budget = merge_budget(config.extra["cli_budget"], inputs.budget_overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise BundleError(describe_validation_error(Path("command line"), exc)) from None
+    from orchestrator.promotion import measurement_schedule
+
+    try:
+        measurement_schedule(config.schedule)
+    except ValueError as exc:
+        raise BundleError(f"--schedule {config.schedule!r}: {exc}") from None
+    prior_digests: frozenset[str] = frozenset()
+    prior_evidence: tuple[dict, ...] = ()
+    if config.prior_run is not None:
+        from orchestrator.providers.evidence import load_prior_run
+
+        try:
+            prior = load_prior_run(config.prior_run)
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"--prior-run {config.prior_run} is invalid: {exc}") from None
+        prior_digests, prior_evidence = prior.source_digests, prior.evidence
+    try:
+        provider = create_provider(config)
+    except ProviderConfigError as exc:
+        return fail(str(exc))
+    try:
+        output_dir = prepare_output_dir(config.output_dir)
+    except OutputDirError as exc:
+        return fail(str(exc))
+    config.output_dir = output_dir
+    log = LiveLog()
+    log.attach_file(output_dir / "live.log")
+    artifacts = RunArtifacts(output_dir)
+    artifacts.journal("run_started", argv=config.extra["argv"])
+    if config.prior_run is not None:
+        log.event(f"prior-run path={str(config.prior_run)!r} source_hashes={len(prior_digests)} "
+                  f"evidence={len(prior_evidence)}")
+    commit_step = CommitStep(config, config.kernel, log, artifacts)
+    run = OptimizationRun(config, inputs, provider, log, artifacts, commit_step,
+                          prior_digests=prior_digests, prior_evidence=prior_evidence)
+    try:
+        result = trio.run(run.run)
+    except RunAborted as exc:
+        artifacts.journal("run_aborted", message=exc.message, exit_code=exc.exit_code)
+        log.close()
+        return fail(exc.message, exc.exit_code, output_dir=str(output_dir), stopping_reason=exc.stopping_reason)
+    except VcsError as exc:
+        artifacts.journal("run_aborted", message=str(exc), exit_code=EXIT_COMMIT_FAILED)
+        log.close()
+        return fail(f"cannot prepare commits: {exc}", EXIT_COMMIT_FAILED, output_dir=str(output_dir))
+    except KeyboardInterrupt:
+        artifacts.journal("run_interrupted")
+        log.close()
+        return fail("interrupted; partial artifacts are in the output directory", EXIT_INTERRUPTED,
+                    output_dir=str(output_dir), stopping_reason="interrupted")
+    write_json(output_dir / "result.json", result)
+    artifacts.journal("run_finished", exit_code=result.exit_code, stopping_reason=result.stopping_reason)
+    log.event(f"run finished status={'success' if result.success else 'no_winner'} exit_code={result.exit_code} "
+              f"stopping_reason={result.stopping_reason} winner={result.winner_experiment_id} "
+              f"aggregate_speedup={result.report.aggregate_speedup} output_dir={str(output_dir)!r}")
+    log.close()
+    emit(result.model_dump(mode="json"))
+    return result.exit_code
+
+
+__all__ = ["optimize_main", "EXIT_ERROR"]

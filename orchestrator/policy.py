@@ -1,0 +1,123 @@
+"""Promotion gates (seed Layer 6) as pure functions over measured evaluations.
+
+A candidate is promoted only when every protected case is correct, the weighted geometric-mean
+speedup against the neighbouring incumbent measurements reaches `min_speedup`, every case's CV is
+within `max_cv`, the statistical test says the gain is above the noise, and no profile veto applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from orchestrator.promotion import PromotionTest, promotion_test
+from orchestrator.statistics import weighted_geomean
+from protocol.bundle import Budget, Case
+from protocol.results import CaseComparison, Decision, DecisionStatus, Evaluation, EvaluationStatus
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: Decision
+    comparisons: list[CaseComparison]
+    aggregate_speedup: float | None
+    test: PromotionTest | None
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return weighted_geomean({str(i): v for i, v in enumerate(values)}, {str(i): 1.0 for i in range(len(values))})
+
+
+def compare_cases(cases: Sequence[Case], candidate: Evaluation, incumbents: Sequence[Evaluation]) -> list[CaseComparison]:
+    """Per case: incumbent median = geometric mean of the neighbouring incumbent runs' medians."""
+    rows = []
+    for case in cases:
+        measured = candidate.case(case.case_id)
+        incumbent_medians = [m.stats.median for e in incumbents if (m := e.case(case.case_id)) and m.stats]
+        incumbent_cvs = [m.stats.cv for e in incumbents if (m := e.case(case.case_id)) and m.stats]
+        incumbent_median = _geomean(incumbent_medians) if incumbent_medians else None
+        candidate_median = measured.stats.median if measured and measured.stats else None
+        speedup = (incumbent_median / candidate_median
+                   if incumbent_median and candidate_median and measured and measured.correct else None)
+        rows.append(CaseComparison(
+            case_id=case.case_id, incumbent_median_us=incumbent_median, candidate_median_us=candidate_median,
+            speedup=speedup, candidate_cv=measured.stats.cv if measured and measured.stats else None,
+            incumbent_cv=max(incumbent_cvs) if incumbent_cvs else None,
+            correct=measured.correct if measured else None))
+    return rows
+
+
+def aggregate_speedup(cases: Sequence[Case], comparisons: Sequence[CaseComparison]) -> float:
+    """Weighted geometric mean over passing cases; any protected failure gives 0."""
+    by_id = {c.case_id: c for c in comparisons}
+    speedups: dict[str, float] = {}
+    for case in cases:
+        row = by_id.get(case.case_id)
+        if row is None or not row.correct or row.speedup is None:
+            if case.protected:
+                return 0.0
+            continue
+        speedups[case.case_id] = row.speedup
+    return weighted_geomean(speedups, {c.case_id: c.weight for c in cases})
+
+
+def _runs(evaluations: Sequence[Evaluation], case_id: str) -> list[list[float]]:
+    return [m.samples_us for e in evaluations if (m := e.case(case_id)) and m.samples_us]
+
+
+def decide(
+    cases: Sequence[Case],
+    candidate: Evaluation,
+    incumbents: Sequence[Evaluation],
+    budget: Budget,
+    *,
+    profile_veto: str | None = None,
+    test_seed: int = 0,
+    confidence: float = 0.99,
+) -> Verdict:
+    if candidate.status is not EvaluationStatus.OK:
+        return Verdict(Decision(status=DecisionStatus.REJECTED if candidate.status is EvaluationStatus.INCORRECT
+                                else DecisionStatus.FAILED,
+                                reason=f"{candidate.status.value}: {candidate.reason}",
+                                gates={"correct": False}), [], 0.0 if candidate.status is EvaluationStatus.INCORRECT else None, None)
+    broken = [e for e in incumbents if e.status is not EvaluationStatus.OK]
+    if broken or not incumbents:
+        reason = (f"incumbent re-measurement {broken[0].status.value}: {broken[0].reason}" if broken
+                  else "no incumbent measurement")
+        return Verdict(Decision(status=DecisionStatus.FAILED, reason=reason), [], None, None)
+
+    comparisons = compare_cases(cases, candidate, incumbents)
+    aggregate = aggregate_speedup(cases, comparisons)
+    correct = all(row.correct for row, case in zip(comparisons, cases, strict=True) if case.protected)
+    unstable = [row.case_id for row in comparisons if row.correct and row.candidate_cv is not None
+                and row.candidate_cv > budget.max_cv]
+    passing = [case for case, row in zip(cases, comparisons, strict=True) if row.correct and row.speedup]
+    test = None
+    if correct and passing:
+        test = promotion_test(
+            {c.case_id: _runs([candidate], c.case_id) for c in passing},
+            {c.case_id: _runs(incumbents, c.case_id) for c in passing},
+            {c.case_id: c.weight for c in passing}, budget.min_speedup, confidence=confidence, seed=test_seed)
+    gates = {
+        "correct": correct,
+        "speedup": aggregate >= budget.min_speedup,
+        "cv": not unstable,
+        "noise": bool(test and test.passes_noise),
+        "profile": profile_veto is None,
+    }
+    if not correct:
+        failed = next(row.case_id for row, case in zip(comparisons, cases, strict=True) if case.protected and not row.correct)
+        reason = f"protected case {failed} incorrect"
+    elif not gates["speedup"]:
+        reason = f"speedup {aggregate:.4f}x below the {budget.min_speedup:.4f}x threshold"
+    elif not gates["cv"]:
+        worst = max((r for r in comparisons if r.case_id in unstable), key=lambda r: r.candidate_cv or 0.0)
+        reason = f"timing CV {worst.candidate_cv:.4f} exceeds {budget.max_cv:.4f} for case {worst.case_id}"
+    elif not gates["noise"]:
+        reason = f"gain not above noise: {test.reason if test else 'no test'}"
+    elif not gates["profile"]:
+        reason = f"profile veto: {profile_veto}"
+    else:
+        reason = f"correct and {aggregate:.4f}x >= {budget.min_speedup:.4f}x; {test.reason if test else ''}".rstrip("; ")
+    status = DecisionStatus.PROMOTED if all(gates.values()) else DecisionStatus.REJECTED
+    return Verdict(Decision(status=status, reason=reason, gates=gates), comparisons, aggregate, test)

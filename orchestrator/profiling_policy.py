@@ -1,0 +1,227 @@
+"""Pure profiling policy: when to deep-profile, the NCU regression veto, profile deltas, log summaries.
+
+Profiles are the per-case dicts returned by `sandbox_worker.harness_kit.profile_kit.profile_with_kit`:
+Proton figures under `profile["proton"]` (`wrapper_us`, `main_kernel_us`, `non_main_kernel_us`), NCU
+figures under `profile["ncu"]["summary"]`. A missing figure is None and stays None through every
+function here: an unknown value is never turned into 0 and never vetoes or promotes anything.
+
+Log summaries are bottleneck-neutral: they report measured numbers and deltas, not a diagnosis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+NEAR_THRESHOLD_WINDOW = 0.01
+REGRESSION_THRESHOLD = 0.01
+DISAGREEMENT_TOLERANCE = 0.05
+_EPSILON = 1e-12
+
+# (log/delta key, section, field) for the figures compared between a candidate and the incumbent.
+DELTA_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("ncu.duration_us", "ncu", "duration_us"),
+    ("ncu.sm_throughput_pct", "ncu", "sm_throughput_pct"),
+    ("ncu.dram_throughput_pct", "ncu", "dram_throughput_pct"),
+    ("ncu.achieved_occupancy_pct", "ncu", "achieved_occupancy_pct"),
+    ("ncu.registers_per_thread", "ncu", "registers_per_thread"),
+    ("ncu.local_load_bytes", "ncu", "local_load_bytes"),
+    ("ncu.local_store_bytes", "ncu", "local_store_bytes"),
+    ("proton.main_kernel_us", "proton", "main_kernel_us"),
+    ("proton.wrapper_us", "proton", "wrapper_us"),
+)
+PROTON_LOG_FIELDS = ("wrapper_us", "main_kernel_us", "non_main_kernel_us")
+NCU_LOG_FIELDS = ("duration_us", "sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct",
+                  "registers_per_thread", "local_load_bytes", "local_store_bytes")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def profile_value(profile: Mapping[str, Any] | None, section: str, field: str) -> float | None:
+    """One figure from a per-case profile; None when absent, unavailable or not a finite number."""
+    if not isinstance(profile, Mapping):
+        return None
+    block = profile.get(section)
+    if not isinstance(block, Mapping):
+        return None
+    if section == "ncu":
+        summary = block.get("summary")
+        if isinstance(summary, Mapping) and field in summary:
+            return _number(summary[field])
+    return _number(block.get(field))
+
+
+def ncu_duration_us(profile: Mapping[str, Any] | None) -> float | None:
+    return profile_value(profile, "ncu", "duration_us")
+
+
+# ---- deep-profile escalation --------------------------------------------------------------------------
+
+
+def near_threshold(speedup: float | None, min_speedup: float, window: float = NEAR_THRESHOLD_WINDOW) -> bool:
+    """Within one percentage point of the promotion threshold, where one more measurement decides."""
+    value = _number(speedup)
+    return value is not None and abs(value - min_speedup) <= window + _EPSILON
+
+
+def clearly_slow(speedup: float | None, min_speedup: float, window: float = NEAR_THRESHOLD_WINDOW) -> bool:
+    """Below the threshold by more than the near-threshold window: no deep profile is worth its time."""
+    value = _number(speedup)
+    return value is not None and value < min_speedup - window - _EPSILON
+
+
+def deep_profile_reasons(
+    *,
+    is_baseline: bool,
+    is_finalist: bool,
+    correct: bool,
+    speedup: float | None,
+    min_speedup: float,
+    rounds_without_promotion: int,
+    stagnation_rounds: int = 2,
+    disagreement: str | bool | None,
+) -> list[str]:
+    """Why this evaluation deserves a deep profile (seed Layer 4); an empty list means summary only.
+
+    Reasons: `baseline` (before candidate generation), `finalist` (before commit), `near_threshold`,
+    `stagnation` (`rounds_without_promotion >= stagnation_rounds`), `disagreement` (benchmark, Proton
+    and NCU disagree). Incorrect candidates never get one; neither do clearly slow candidates
+    (speedup < min_speedup - 0.01), whatever else holds.
+    """
+    if not correct:
+        return []
+    reasons: list[str] = []
+    if is_baseline:
+        reasons.append("baseline")
+    if is_finalist:
+        reasons.append("finalist")
+    if not (is_baseline or is_finalist) and clearly_slow(speedup, min_speedup):
+        return []
+    if not is_baseline and near_threshold(speedup, min_speedup):
+        reasons.append("near_threshold")
+    if not is_baseline and rounds_without_promotion >= stagnation_rounds:
+        reasons.append("stagnation")
+    if disagreement:
+        reasons.append("disagreement")
+    return reasons
+
+
+def kernel_speedups(candidate: Mapping[str, Any] | None, incumbent: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """Incumbent time / candidate time for the Proton main kernel and the NCU duration (None if unknown)."""
+    speedups: dict[str, float | None] = {}
+    for key, section, field in (("proton", "proton", "main_kernel_us"), ("ncu", "ncu", "duration_us")):
+        mine, theirs = profile_value(candidate, section, field), profile_value(incumbent, section, field)
+        speedups[key] = theirs / mine if mine and theirs and mine > 0 and theirs > 0 else None
+    return speedups
+
+
+def measurements_disagree(
+    benchmark_speedup: float | None,
+    proton_speedup: float | None,
+    ncu_speedup: float | None,
+    tolerance: float = DISAGREEMENT_TOLERANCE,
+) -> str | None:
+    """Why the endpoint benchmark, Proton main-kernel and NCU duration speedups disagree, or None.
+
+    Two available speedups disagree when their ratio is off 1 by more than `tolerance`. Fewer than two
+    available measurements cannot disagree.
+    """
+    named = [(name, _number(value)) for name, value in
+             (("benchmark", benchmark_speedup), ("proton", proton_speedup), ("ncu", ncu_speedup))]
+    available = [(name, value) for name, value in named if value is not None and value > 0]
+    worst: tuple[float, str, float, str, float] | None = None
+    for index, (left_name, left) in enumerate(available):
+        for right_name, right in available[index + 1:]:
+            gap = max(left, right) / min(left, right) - 1.0
+            if gap > tolerance + _EPSILON and (worst is None or gap > worst[0]):
+                worst = (gap, left_name, left, right_name, right)
+    if worst is None:
+        return None
+    gap, left_name, left, right_name, right = worst
+    return (f"{left_name} speedup {left:.4f}x vs {right_name} speedup {right:.4f}x differ by {gap * 100:.1f}% "
+            f"(> {tolerance * 100:g}%)")
+
+
+# ---- regression veto ----------------------------------------------------------------------------------
+
+
+def ncu_regression_veto(
+    candidate_profile: Mapping[str, Any] | None,
+    incumbent_profile: Mapping[str, Any] | None,
+    threshold: float = REGRESSION_THRESHOLD,
+) -> str | None:
+    """The veto text when the candidate's NCU main-kernel duration is > `threshold` worse than the incumbent's.
+
+    None when it is not worse, or when either duration is unknown: an unmeasured duration is reported by
+    `ncu_veto_unavailable_reason`, never treated as a regression (nor as a pass of anything else).
+    """
+    candidate, incumbent = ncu_duration_us(candidate_profile), ncu_duration_us(incumbent_profile)
+    if candidate is None or incumbent is None or incumbent <= 0:
+        return None
+    if candidate > incumbent * (1.0 + threshold) + _EPSILON:
+        worse = candidate / incumbent - 1.0
+        return (f"ncu duration regressed: candidate {candidate:.3f}us > incumbent {incumbent:.3f}us by "
+                f"{worse * 100:.2f}% (> {threshold * 100:g}%)")
+    return None
+
+
+def ncu_veto_unavailable_reason(candidate_profile: Mapping[str, Any] | None,
+                                incumbent_profile: Mapping[str, Any] | None) -> str | None:
+    """Why the regression veto could not be checked (a diagnostic for the log), or None when it could."""
+    missing = [side for side, profile in (("candidate", candidate_profile), ("incumbent", incumbent_profile))
+               if ncu_duration_us(profile) is None]
+    if not missing:
+        return None
+    return f"ncu regression veto not checked: no ncu duration for the {' and '.join(missing)}"
+
+
+# ---- deltas and log lines -----------------------------------------------------------------------------
+
+
+def profile_deltas(candidate: Mapping[str, Any] | None, incumbent: Mapping[str, Any] | None) -> dict[str, dict[str, float | None]]:
+    """Per figure: candidate, incumbent, absolute delta (candidate - incumbent) and relative delta.
+
+    A null on either side gives null deltas; a zero incumbent gives a null relative delta.
+    """
+    deltas: dict[str, dict[str, float | None]] = {}
+    for key, section, field in DELTA_FIELDS:
+        mine, theirs = profile_value(candidate, section, field), profile_value(incumbent, section, field)
+        absolute = mine - theirs if mine is not None and theirs is not None else None
+        relative = absolute / theirs if absolute is not None and theirs not in (None, 0.0) else None
+        deltas[key] = {"candidate": mine, "incumbent": theirs, "delta": absolute, "relative": relative}
+    return deltas
+
+
+def _fmt(value: float | None) -> str:
+    return "null" if value is None else format(value, ".5g")
+
+
+def format_profile_for_log(profile: Mapping[str, Any] | None, deltas: Mapping[str, Mapping[str, Any]] | None) -> str:
+    """One compact `key=value` line: Proton attribution, NCU summary, then deltas against the incumbent.
+
+    `native_profiler=unavailable` replaces the NCU figures when there is no NCU duration; likewise
+    `proton=unavailable`. Deltas print as `delta.<key>=<abs>(<rel>%)`, null deltas are left out.
+    """
+    parts: list[str] = []
+    proton_block = profile.get("proton") if isinstance(profile, Mapping) else None
+    if isinstance(proton_block, Mapping) and proton_block.get("available", True):
+        parts += [f"proton.{field}={_fmt(profile_value(profile, 'proton', field))}" for field in PROTON_LOG_FIELDS]
+    else:
+        parts.append("proton=unavailable")
+    if ncu_duration_us(profile) is None:
+        parts.append("native_profiler=unavailable")
+    else:
+        parts += [f"ncu.{field}={_fmt(profile_value(profile, 'ncu', field))}" for field in NCU_LOG_FIELDS]
+    for key, entry in (deltas or {}).items():
+        absolute = _number(entry.get("delta")) if isinstance(entry, Mapping) else None
+        if absolute is None:
+            continue
+        relative = _number(entry.get("relative"))
+        suffix = "" if relative is None else f"({relative * 100:+.2f}%)"
+        parts.append(f"delta.{key}={absolute:+.5g}{suffix}")
+    return " ".join(parts)

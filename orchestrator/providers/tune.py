@@ -1,0 +1,424 @@
+"""The offline default generator: one launch-configuration knob at a time, steered by measurements.
+
+It reads the kernel's tunable literals from the AST (block sizes, tile sizes, `num_warps`, `num_stages`,
+grouping constants, `triton.Config` entries), picks the single change the measured bottleneck and the
+run's history favour, and edits only that literal's span, so every patch is a one-line diff. It never
+repeats a configuration, never pushes further a knob direction that regressed or broke the kernel, keeps
+going in directions that helped, and says `ProviderExhausted` when nothing untried is left.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.providers.base import Proposal, ProposalContext, ProviderExhausted
+from orchestrator.providers.contract import validate_proposal
+from orchestrator.providers.evidence import (
+    classify_bottleneck,
+    evidence_terms,
+    normalized_source_digest,
+    one_line,
+)
+from protocol.results import DecisionStatus, EvaluationStatus, ExperimentRecord
+
+UP, DOWN = 1, -1
+
+# Legal values per knob kind: powers of two with sensible bounds, stages step by one.
+DOMAINS: dict[str, tuple[int, ...]] = {
+    "block": tuple(2**exponent for exponent in range(4, 14)),  # 16 .. 8192 (1-D programs)
+    "tile": tuple(2**exponent for exponent in range(4, 9)),  # 16 .. 256 (matmul tiles)
+    "warps": (1, 2, 4, 8, 16),
+    "stages": (1, 2, 3, 4, 5, 6),
+    "group": tuple(2**exponent for exponent in range(0, 7)),  # 1 .. 64
+}
+_TUNABLE_WORDS = ("BLOCK", "TILE", "WARPS", "STAGES", "GROUP")
+_TILE_NAME = re.compile(r"(?:BLOCK|TILE)(?:_SIZE)?_[MNK]$")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable integer literal and where it sits (AST line and UTF-8 byte columns)."""
+
+    key: str  # stable across edits: origin, name and ordinal among equal (origin, name) pairs
+    name: str
+    kind: str
+    origin: str  # constant | launch | config
+    value: int
+    line: int
+    col: int
+    end_col: int
+
+    @property
+    def domain(self) -> tuple[int, ...]:
+        return DOMAINS[self.kind]
+
+
+def _int_literal(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.lineno == node.end_lineno:
+        return node.value
+    return None
+
+
+def _knob_kind(name: str, matmul: bool) -> str | None:
+    upper = name.upper()
+    if upper == "NUM_WARPS" or "WARPS" in upper:
+        return "warps"
+    if upper == "NUM_STAGES" or "STAGES" in upper:
+        return "stages"
+    if not name.isupper() or upper.startswith("NUM_") or not any(word in upper for word in _TUNABLE_WORDS):
+        return None
+    if "GROUP" in upper:
+        return "group"
+    return "tile" if matmul or _TILE_NAME.search(upper) else "block"
+
+
+def _looks_like_matmul(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "dot":
+            return True
+        name = node.id if isinstance(node, ast.Name) else node.arg if isinstance(node, ast.keyword) else None
+        if name and _TILE_NAME.search(name):
+            return True
+    return False
+
+
+def _call_name(call: ast.Call) -> str:
+    function = call.func
+    if isinstance(function, ast.Attribute):
+        return function.attr
+    if isinstance(function, ast.Name):
+        return function.id
+    return ""
+
+
+def find_knobs(source: str) -> list[Knob]:
+    """Every tunable literal in source order; an unparsable source has none."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    matmul = _looks_like_matmul(tree)
+    loaded = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    found: list[tuple[str, str, ast.Constant]] = []  # (origin, name, literal)
+
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target, value = statement.targets[0], statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            target, value = statement.target, statement.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id.isupper() and target.id in loaded and _int_literal(value) is not None:
+            found.append(("constant", target.id, value))  # type: ignore[arg-type]
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        is_launch = isinstance(node.func, ast.Subscript)  # kernel[grid](...)
+        is_config = _call_name(node) == "Config"
+        for keyword in node.keywords:
+            if keyword.arg is None or _int_literal(keyword.value) is None:
+                continue
+            if keyword.arg in ("num_warps", "num_stages") or (is_launch and keyword.arg.isupper()):
+                found.append(("config" if is_config else "launch", keyword.arg, keyword.value))  # type: ignore[arg-type]
+        if is_config and node.args and isinstance(node.args[0], ast.Dict):
+            for key, value in zip(node.args[0].keys, node.args[0].values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and _int_literal(value) is not None:
+                    found.append(("config", key.value, value))  # type: ignore[arg-type]
+
+    found.sort(key=lambda item: (item[2].lineno, item[2].col_offset))
+    knobs: list[Knob] = []
+    ordinals: dict[tuple[str, str], int] = {}
+    for origin, name, literal in found:
+        kind = _knob_kind(name, matmul)
+        if kind is None:
+            continue
+        ordinal = ordinals.get((origin, name), 0)
+        ordinals[(origin, name)] = ordinal + 1
+        knobs.append(
+            Knob(
+                key=f"{origin}:{name}#{ordinal}",
+                name=name,
+                kind=kind,
+                origin=origin,
+                value=literal.value,
+                line=literal.lineno,
+                col=literal.col_offset,
+                end_col=literal.end_col_offset,  # type: ignore[arg-type]
+            )
+        )
+    return knobs
+
+
+def apply_knob(source: str, knob: Knob, value: int) -> str:
+    """Replace just the literal's span (AST columns are UTF-8 byte offsets), leaving every other byte alone."""
+    lines = source.splitlines(keepends=True)
+    encoded = lines[knob.line - 1].encode("utf-8")
+    lines[knob.line - 1] = (encoded[: knob.col] + str(value).encode() + encoded[knob.end_col :]).decode("utf-8")
+    return "".join(lines)
+
+
+def knob_configuration(knobs: Iterable[Knob]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((knob.key, knob.value) for knob in knobs))
+
+
+def next_value(knob: Knob, direction: int, current: int) -> int | None:
+    """The next legal value strictly beyond `current` in `direction`, or None at the bound."""
+    beyond = [v for v in knob.domain if (v > current if direction == UP else v < current)]
+    if not beyond:
+        return None
+    return min(beyond) if direction == UP else max(beyond)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Evidence -> preference. Weights per bottleneck class for (kind, direction); unlisted pairs weigh 0.1.
+
+_PREFERENCES: dict[str, dict[tuple[str, int], float]] = {
+    "unknown": {("block", UP): 3, ("tile", UP): 2, ("warps", UP): 1, ("stages", UP): 1, ("group", UP): 0.5,
+                ("block", DOWN): 0.6, ("tile", DOWN): 0.5, ("warps", DOWN): 0.5, ("stages", DOWN): 0.3},
+    "launch": {("block", UP): 3, ("tile", UP): 2, ("warps", DOWN): 1.5, ("stages", DOWN): 1, ("warps", UP): 0.5},
+    "memory": {("block", UP): 3, ("stages", UP): 2, ("warps", UP): 2, ("tile", UP): 1.5, ("group", UP): 1},
+    "compute": {("tile", UP): 3, ("warps", UP): 2, ("stages", UP): 1.5, ("group", UP): 1, ("block", UP): 1},
+    "occupancy": {("tile", DOWN): 3, ("block", DOWN): 2.5, ("stages", DOWN): 2, ("warps", UP): 1},
+    "spill": {("tile", DOWN): 3, ("block", DOWN): 3, ("stages", DOWN): 2, ("warps", UP): 2},
+    "synchronization": {("block", DOWN): 2, ("tile", DOWN): 2, ("stages", UP): 2, ("warps", UP): 1,
+                        ("group", UP): 1},
+}
+
+_RATIONALE: dict[tuple[str, int], tuple[str, str]] = {
+    # (kind, direction): (why, expected effect)
+    ("block", UP): ("halves the number of programs, cutting per-program overhead",
+                    "fewer, larger programs: lower launch and scheduling cost, longer memory bursts"),
+    ("block", DOWN): ("doubles the number of programs for more parallelism and fewer registers per program",
+                      "more programs in flight and lower register pressure per program"),
+    ("tile", UP): ("raises data reuse per loaded tile",
+                   "fewer global loads per output element and higher arithmetic intensity"),
+    ("tile", DOWN): ("lowers registers and shared memory per program",
+                     "more resident programs (occupancy) and fewer spills"),
+    ("warps", UP): ("spreads each program over more warps to hide latency",
+                    "more warps in flight per program, better latency hiding"),
+    ("warps", DOWN): ("gives each warp more work and lowers synchronization per program",
+                      "less intra-program synchronization and scheduling overhead"),
+    ("stages", UP): ("deepens software pipelining to overlap loads with compute",
+                     "memory latency hidden behind compute"),
+    ("stages", DOWN): ("frees shared memory and registers held by pipeline buffers",
+                       "higher occupancy and fewer spills"),
+    ("group", UP): ("groups more tiles per program column for L2 reuse",
+                    "higher L2 hit rate on shared operand tiles"),
+    ("group", DOWN): ("shrinks tile groups so more columns run concurrently",
+                      "better load balance across SMs"),
+}
+
+_RISK: dict[tuple[str, int], str] = {
+    ("block", UP): "more registers per program may lower occupancy or spill; small cases get fewer programs than SMs",
+    ("block", DOWN): "more programs raise launch and scheduling overhead",
+    ("tile", UP): "more registers and shared memory may spill or not fit, lowering occupancy",
+    ("tile", DOWN): "less data reuse raises global memory traffic",
+    ("warps", UP): "more warps may raise register pressure and synchronization cost",
+    ("warps", DOWN): "fewer warps may expose memory latency",
+    ("stages", UP): "more shared memory per program may lower occupancy or exceed the limit",
+    ("stages", DOWN): "shallower pipelining may expose memory latency",
+    ("group", UP): "larger groups can unbalance work across SMs",
+    ("group", DOWN): "smaller groups lower L2 reuse",
+}
+
+
+@dataclass
+class _Attempt:
+    """A configuration this provider proposed, and what the run later decided about it."""
+
+    knob_key: str
+    knob_name: str
+    direction: int
+    old: int
+    new: int
+    configuration: tuple[tuple[str, int], ...]
+    round_index: int
+    slot_index: int
+
+
+@dataclass
+class _Lessons:
+    tried: set[tuple[tuple[str, int], ...]] = field(default_factory=set)
+    # (knob key, direction) -> first value that regressed or failed; values at or beyond it are off limits
+    blocked: dict[tuple[str, int], int] = field(default_factory=dict)
+    # (knob key, direction) -> best aggregate speedup seen going that way
+    helped: dict[tuple[str, int], float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    pending_knobs: set[str] = field(default_factory=set)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _outcome(record: ExperimentRecord) -> str:
+    """helped | regressed | broken | neutral | unknown, from the run's own decision and numbers."""
+    if record.decision is None:
+        return "unknown"
+    if record.decision.status is DecisionStatus.PROMOTED:
+        return "helped"
+    candidate = record.candidate_evaluation
+    if record.decision.status is DecisionStatus.FAILED or (
+        candidate is not None and candidate.status is not EvaluationStatus.OK
+    ):
+        return "broken"
+    if record.decision.status is DecisionStatus.DUPLICATE:
+        return "neutral"
+    speedup = record.aggregate_speedup
+    if speedup is not None and speedup < 1.0:
+        return "regressed"
+    return "neutral"
+
+
+class TuneProvider:
+    """Evidence-driven single-knob tuning; proposals are sequential so each sees the last result."""
+
+    name = "tune"
+    concurrent = False
+
+    def __init__(self) -> None:
+        self._attempts: dict[str, _Attempt] = {}  # by raw and by normalized digest of the proposed source
+
+    def _remember(self, source: str, attempt: _Attempt) -> None:
+        self._attempts[_sha256(source)] = attempt
+        self._attempts[normalized_source_digest(source)] = attempt
+
+    def _attempt_for(self, record: ExperimentRecord) -> _Attempt | None:
+        for digest in (record.normalized_sha256, record.source_sha256):
+            if digest and digest in self._attempts:
+                return self._attempts[digest]
+        return None
+
+    def _lessons(self, context: ProposalContext) -> _Lessons:
+        lessons = _Lessons()
+        recorded: set[int] = set()
+        for record in context.history:
+            attempt = self._attempt_for(record)
+            if attempt is None:
+                configuration = _configuration_from_file(record.source_path)
+                if configuration:
+                    lessons.tried.add(configuration)
+                continue
+            recorded.add(id(attempt))
+            lessons.tried.add(attempt.configuration)
+            side = (attempt.knob_key, attempt.direction)
+            outcome = _outcome(record)
+            speedup = record.aggregate_speedup
+            if outcome in ("regressed", "broken"):
+                previous = lessons.blocked.get(side)
+                closer = attempt.new if previous is None else (
+                    min(previous, attempt.new) if attempt.direction == UP else max(previous, attempt.new)
+                )
+                lessons.blocked[side] = closer
+                label = f"{speedup:.3f}x" if speedup is not None and outcome == "regressed" else outcome
+                lessons.notes.append(f"{attempt.knob_name} {attempt.old}->{attempt.new} {label}")
+            elif outcome == "helped" or (speedup is not None and speedup > 1.0):
+                lessons.helped[side] = max(lessons.helped.get(side, 0.0), speedup or 1.0)
+                label = f"{speedup:.3f}x" if speedup is not None else "promoted"
+                lessons.notes.append(f"{attempt.knob_name} {attempt.old}->{attempt.new} helped ({label})")
+        for attempt in {id(a): a for a in self._attempts.values()}.values():
+            lessons.tried.add(attempt.configuration)
+            if id(attempt) not in recorded and attempt.round_index == context.round_index:
+                lessons.pending_knobs.add(attempt.knob_key)
+        return lessons
+
+    def _moves(self, context: ProposalContext, knobs: list[Knob], lessons: _Lessons, bottleneck: str):
+        """Untried single-knob changes as (score, order, knob, direction, value, source), best first."""
+        preferences = _PREFERENCES.get(bottleneck, _PREFERENCES["unknown"])
+        base_configuration = dict(knob_configuration(knobs))
+        moves = []
+        for order, knob in enumerate(knobs):
+            for direction in (UP, DOWN):
+                side = (knob.key, direction)
+                limit = lessons.blocked.get(side)
+                value = knob.value
+                while (value := next_value(knob, direction, value)) is not None:
+                    if limit is not None and (value >= limit if direction == UP else value <= limit):
+                        break
+                    configuration = tuple(sorted({**base_configuration, knob.key: value}.items()))
+                    if configuration in lessons.tried:
+                        continue
+                    source = apply_knob(context.incumbent_source, knob, value)
+                    if {_sha256(source), normalized_source_digest(source)} & context.excluded_digests:
+                        lessons.tried.add(configuration)
+                        continue
+                    score = preferences.get((knob.kind, direction), 0.1)
+                    if side in lessons.helped:
+                        score += 3.0
+                    if knob.key in lessons.pending_knobs:
+                        score -= 5.0  # another slot of this round already moves this knob
+                    score -= 0.5 * abs(knob.domain.index(value) - _nearest_index(knob)) if value in knob.domain else 0
+                    moves.append((score, order, knob, direction, value, source, configuration))
+                    break
+        moves.sort(key=lambda move: (-move[0], move[1], -move[3]))
+        return moves
+
+    async def propose(self, context: ProposalContext) -> Proposal:
+        knobs = find_knobs(context.incumbent_source)
+        if not knobs:
+            raise ProviderExhausted(
+                "tune found no tunable knob (BLOCK*/TILE*/GROUP* constants, num_warps, num_stages, triton.Config)"
+            )
+        lessons = self._lessons(context)
+        bottleneck, bottleneck_evidence = classify_bottleneck(context.incumbent_evaluation)
+        moves = self._moves(context, knobs, lessons, bottleneck)
+        if not moves:
+            raise ProviderExhausted(
+                f"tune has no untried configuration left for {len(knobs)} knobs "
+                f"({', '.join(sorted({k.name for k in knobs}))})"
+            )
+        _, _, knob, direction, value, source, configuration = moves[0]
+        metadata = _metadata(knob, direction, value, bottleneck, bottleneck_evidence, lessons.notes)
+        proposal = validate_proposal(source, metadata, context.incumbent_source, evidence_terms=evidence_terms(context))
+        self._remember(
+            source,
+            _Attempt(knob.key, knob.name, direction, knob.value, value, configuration, context.round_index,
+                     context.slot_index),
+        )
+        return proposal
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _nearest_index(knob: Knob) -> int:
+    """Index of the domain value closest to the knob's current value (for distance penalties)."""
+    return min(range(len(knob.domain)), key=lambda index: abs(knob.domain[index] - knob.value))
+
+
+def _configuration_from_file(path: str) -> tuple[tuple[str, int], ...]:
+    """Knob values of an experiment this provider did not propose (e.g. a replayed one), if readable."""
+    if not path:
+        return ()
+    try:
+        candidate = Path(path)
+        if not candidate.is_file() or candidate.stat().st_size > 4 * 1024 * 1024:
+            return ()
+        return knob_configuration(find_knobs(candidate.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError):
+        return ()
+
+
+def _metadata(
+    knob: Knob, direction: int, value: int, bottleneck: str, bottleneck_evidence: str, notes: list[str]
+) -> dict[str, str]:
+    why, effect = _RATIONALE[(knob.kind, direction)]
+    verb = "Raising" if direction == UP else "Lowering"
+    where = f"{knob.origin} at line {knob.line}"
+    history = f"; earlier: {', '.join(notes[-3:])}" if notes else ""
+    bound = f" (the incumbent is {bottleneck}-bound)" if bottleneck != "unknown" else ""
+    return {
+        "hypothesis": one_line(f"{verb} {knob.name} from {knob.value} to {value} {why}{bound}", 240),
+        "evidence": one_line(
+            f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.value} at line {knob.line}{history}", 240
+        ),
+        "change": one_line(f"{knob.name} {knob.value} -> {value} ({where}); nothing else changes", 240),
+        "expected_effect": one_line(f"{effect}; lower median latency on the dominant case", 240),
+        "risk": one_line(_RISK[(knob.kind, direction)], 240),
+    }

@@ -1,0 +1,137 @@
+"""Live-log lines and the final result document (seed Layer 7 report first, detail after)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from orchestrator.live_log import quote
+from protocol.results import (
+    CandidateMetadata,
+    CaseReport,
+    CommitRecord,
+    Evaluation,
+    ExperimentRecord,
+    RunReport,
+    RunResult,
+)
+
+METADATA_FIELDS = ("hypothesis", "evidence", "change", "expected_effect", "risk")
+
+
+def safe_name(case_id: str) -> str:
+    """A directory-safe case id; long or rewritten ids get a short hash suffix to stay unique."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", case_id)
+    if cleaned != case_id or len(cleaned) > 96:
+        cleaned = f"{cleaned[:80]}-{hashlib.sha1(case_id.encode()).hexdigest()[:8]}"
+    return cleaned
+
+
+def proposal_line(experiment_id: str, metadata: CandidateMetadata) -> str:
+    parts = [f"{experiment_id} status=proposed"]
+    for name in METADATA_FIELDS:
+        value = getattr(metadata, name)
+        parts.append(f"{name}={quote(value) if value else quote('(not given)')}")
+    return " ".join(parts)
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value:{spec}}{suffix}"
+
+
+def profile_tokens(profile: dict[str, Any] | None) -> str:
+    if not profile:
+        return ""
+    tokens = []
+    proton = profile.get("proton") or {}
+    for key in ("wrapper_us", "main_kernel_us", "non_main_kernel_us"):
+        if key in proton:
+            tokens.append(f"proton.{key}={_fmt(proton.get(key), '.3f')}")
+    ncu = profile.get("ncu") or {}
+    summary = ncu.get("summary", ncu) if isinstance(ncu, dict) else {}
+    duration = summary.get("duration_us") if isinstance(summary, dict) else None
+    tokens.append(f"ncu.duration_us={duration:.3f}" if isinstance(duration, (int, float)) else "native_profiler=unavailable")
+    if profile.get("error"):
+        tokens.append(f"profile.error={quote(profile['error'], 120)}")
+    return "," + ",".join(tokens)
+
+
+def case_token(measurement, speedup: float | None = None) -> str:
+    state = "correct" if measurement.correct else ("incorrect" if measurement.correct is False else "unverified")
+    stats = measurement.stats
+    token = f"case={measurement.case_id},{state}"
+    if stats is not None:
+        token += (f",median={stats.median:.3f}us,p95={stats.p95:.3f}us,cv={stats.cv:.4f},n={stats.n}")
+    if speedup is not None:
+        token += f",speedup={speedup:.4f}x"
+    return token + profile_tokens(measurement.profile)
+
+
+def evaluation_line(experiment_id: str, role: str, evaluation: Evaluation) -> str:
+    head = f"{experiment_id} {role} evaluation={evaluation.status.value}"
+    if evaluation.reason:
+        head += f" reason={quote(evaluation.reason)}"
+    cases = " ".join(case_token(m) for m in evaluation.cases)
+    return f"{head} {cases}".rstrip()
+
+
+def decision_line(experiment_id: str, record: ExperimentRecord, status: str | None = None) -> str:
+    decision = record.decision
+    label = status or (decision.status.value if decision else "unknown")
+    parts = [f"{experiment_id} status={label}"]
+    if record.aggregate_speedup is not None:
+        parts.append(f"aggregate_speedup={record.aggregate_speedup:.4f}x")
+    candidate = next((e for e in record.evaluations if e.label in ("candidate", "final")), None)
+    if candidate is not None:
+        speedups = {row.case_id: row.speedup for row in record.comparisons}
+        parts.extend(case_token(m, speedups.get(m.case_id)) for m in candidate.cases)
+    if record.statistics:
+        stats = record.statistics
+        parts.append(f"test=lower_bound:{stats.get('lower_bound', 0):.4f}x,noise:{stats.get('noise_estimate', 0):.4f}")
+    if decision is not None:
+        parts.append(f"decision={quote(decision.reason)}")
+    return " ".join(parts)
+
+
+def profiles_by_case(evaluation: Evaluation | None) -> dict[str, Any]:
+    if evaluation is None:
+        return {}
+    return {m.case_id: m.profile for m in evaluation.cases}
+
+
+def _median(evaluation: Evaluation | None, case_id: str) -> tuple[float | None, float | None]:
+    if evaluation is None:
+        return None, None
+    measured = evaluation.case(case_id)
+    if measured is None or measured.stats is None:
+        return None, None
+    return measured.stats.median, measured.stats.cv
+
+
+def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], baseline: Evaluation,
+                 final: Evaluation | None, final_record: ExperimentRecord | None, winner_id: str,
+                 stopping_reason: str, exit_code: int, commits: list[CommitRecord], commit_summary: str,
+                 best_path: Path, wall_seconds: float, output_dir: Path) -> RunResult:
+    speedups = {row.case_id: row for row in final_record.comparisons} if final_record else {}
+    workload = []
+    for case in inputs.cases:
+        base_median, base_cv = _median(baseline, case.case_id)
+        final_median, final_cv = _median(final, case.case_id) if final else (base_median, base_cv)
+        row = speedups.get(case.case_id)
+        measured = (final or baseline).case(case.case_id)
+        workload.append(CaseReport(
+            case_id=case.case_id, weight=case.weight, protected=case.protected, parameters=case.parameters,
+            baseline_median_us=base_median, final_median_us=final_median,
+            speedup=row.speedup if row else (1.0 if final is None and base_median else None),
+            baseline_cv=base_cv, final_cv=final_cv, correct=measured.correct if measured else None))
+    aggregate = final_record.aggregate_speedup if final_record else 1.0
+    report = RunReport(workload=workload, device=baseline.worker.device, backend=inputs.target.backend,
+                       architecture=inputs.target.architecture, aggregate_speedup=aggregate,
+                       winner_experiment_id=winner_id, stopping_reason=stopping_reason, commit=commit_summary,
+                       output_dir=str(output_dir))
+    return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
+                     winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
+                     final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,
+                     output_dir=str(output_dir))

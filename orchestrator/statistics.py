@@ -1,0 +1,58 @@
+"""Pure statistics over raw timing samples (microseconds)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+
+from protocol.results import SampleStats
+
+
+def percentile(sorted_samples: Sequence[float], fraction: float) -> float:
+    """Linear interpolation at rank fraction*(n-1) of already sorted samples."""
+    if not sorted_samples:
+        raise ValueError("percentile of no samples")
+    rank = fraction * (len(sorted_samples) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(sorted_samples) - 1)
+    return sorted_samples[low] + (sorted_samples[high] - sorted_samples[low]) * (rank - low)
+
+
+def sample_stats(samples: Sequence[float]) -> SampleStats:
+    if not samples:
+        raise ValueError("no samples")
+    ordered = sorted(float(s) for s in samples)
+    mean = statistics.fmean(ordered)
+    stdev = statistics.stdev(ordered) if len(ordered) > 1 else 0.0
+    return SampleStats(
+        n=len(ordered),
+        median=statistics.median(ordered),
+        p95=percentile(ordered, 0.95),
+        mean=mean,
+        stdev=stdev,
+        cv=stdev / mean if mean > 0 else 0.0,
+        min=ordered[0],
+        max=ordered[-1],
+    )
+
+
+def weighted_geomean(values: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    """exp(sum w ln v / sum w) over the keys of `values`; 0.0 when nothing is left or a value is <= 0."""
+    total = sum(weights[key] for key in values)
+    if total <= 0 or not values:
+        return 0.0
+    if any(v <= 0 for v in values.values()):
+        return 0.0
+    return math.exp(sum(weights[key] * math.log(v) for key, v in values.items()) / total)
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    """exp(mean ln v): the centre of repeated runs whose noise is multiplicative (clock and thermal drift)."""
+    if not values:
+        raise ValueError("geometric mean of no values")
+    if any(v <= 0 for v in values):
+        raise ValueError("geometric mean needs positive values")
+    if min(values) == max(values):
+        return float(values[0])  # exact: one run's (or identical runs') median is reported unchanged
+    return math.exp(math.fsum(math.log(v) for v in values) / len(values))

@@ -1,0 +1,64 @@
+"""What the commit session needs from a VCS: the seam between session logic and git/Mercurial mechanics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class HeadState:
+    """Where commits go: the checked-out revision and, for git, the branch ref (None when detached)."""
+
+    revision: str
+    ref: str | None = None
+
+    def describe(self) -> str:
+        where = self.ref.removeprefix("refs/heads/") if self.ref else "detached HEAD"
+        return f"{self.revision[:12]} ({where})"
+
+
+@dataclass(frozen=True)
+class FileCommit:
+    """One commit that changes only ``relpath`` from the content at ``base`` to ``content``.
+
+    The working file holds ``expected_disk`` before and must hold ``working_content`` after a success (and
+    still ``expected_disk`` after a failure).
+    """
+
+    kernel_path: Path
+    relpath: str
+    base: HeadState
+    content: bytes
+    expected_disk: bytes
+    working_content: bytes
+    message: str
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    revision: str
+    notes: list[str] = field(default_factory=list)
+
+
+class VcsBackend(Protocol):
+    vcs: str
+    root: Path
+
+    def check_ready(self, relpath: str) -> None:
+        """Raise VcsPrepareError when the checkout cannot take a commit of ``relpath``."""
+
+    def head(self) -> HeadState | None:
+        """The current HEAD, or None when the repository has no commit."""
+
+    def committed_source(self, revision: str, relpath: str) -> bytes:
+        """``relpath`` at ``revision`` as it would appear in the working tree."""
+
+    def commit_file(self, commit: FileCommit) -> CommitOutcome:
+        """Commit ``commit.content`` on top of ``commit.base`` (compare-and-swap) or raise CommitRefused."""
+
+
+def head_moved_reason(expected: HeadState, current: HeadState | None) -> str:
+    now = current.describe() if current is not None else "no commit"
+    return f"HEAD moved from {expected.describe()} to {now} during the run"

@@ -1,0 +1,167 @@
+"""Mercurial checkpoint commits through the ``hg`` command (``HGPLAIN=1``; the Python API is not stable).
+
+Mercurial has no index, so committing only the agent's delta on a dirty kernel means: write the merged content,
+``hg commit <that path only>``, and write the winner plus the user's edits back, in ``try/finally``. Before the
+file is touched, the user's working content is copied to ``.hg/tlx-agent-wip/`` and removed once it is back, so
+even a killed process leaves the user's edits recoverable. A ``precommit`` hook passed on the command line is
+the compare-and-swap: it aborts the commit, inside hg's lock, if the working parent is not the expected one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.vcs.backend import CommitOutcome, FileCommit, HeadState, head_moved_reason
+from orchestrator.vcs.errors import CommitRefused, VcsError, VcsPrepareError
+from orchestrator.vcs.worktree import read_bytes_or_none, write_atomically
+
+FALLBACK_USER = "tlx-agent <tlx-agent@localhost>"
+NULL_NODE = "0" * 40
+UNFINISHED_STATE_FILES = {
+    "rebasestate": "a rebase",
+    "histedit-state": "a histedit",
+    "graftstate": "a graft",
+    "updatestate": "an interrupted update",
+    "shelvedstate": "an unshelve",
+}
+
+
+def find_hg() -> Path | None:
+    """The ``hg`` next to the running interpreter (a venv install), else the one on PATH."""
+    beside = Path(sys.executable).parent / "hg"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("hg")
+    return Path(found) if found else None
+
+
+def require_hg() -> Path:
+    hg = find_hg()
+    if hg is None:
+        raise VcsError("the hg command was not found next to Python or on PATH; install Mercurial")
+    return hg
+
+
+def run_hg(hg: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [str(hg), "--cwd", str(cwd), *args],
+        env={**os.environ, "HGPLAIN": "1"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        check=False,
+    )
+
+
+def hg_root(directory: Path) -> Path | None:
+    """The Mercurial root containing ``directory``; hg is only asked when a ``.hg`` directory is above."""
+    if not any((parent / ".hg").is_dir() for parent in (directory, *directory.parents)):
+        return None
+    result = run_hg(require_hg(), directory, "root")
+    out = result.stdout.decode("utf-8", "surrogateescape").strip()
+    return Path(out).resolve() if result.returncode == 0 and out else None
+
+
+def _message(result: subprocess.CompletedProcess[bytes]) -> str:
+    text = (result.stderr or result.stdout).decode("utf-8", "replace")
+    return next(
+        (line.strip() for line in text.splitlines() if line.strip()), f"exit status {result.returncode}"
+    )
+
+
+class HgBackend:
+    vcs = "hg"
+
+    def __init__(self, root: Path, hg: Path | None = None) -> None:
+        self.root = root
+        self._hg = hg or require_hg()
+
+    def _call(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+        return run_hg(self._hg, self.root, *args)
+
+    def _run(self, *args: str) -> bytes:
+        result = self._call(*args)
+        if result.returncode != 0:
+            raise VcsError(f"hg {args[0]} failed: {_message(result)}")
+        return result.stdout
+
+    def head(self) -> HeadState | None:
+        node, _, branch = self._run("log", "-r", ".", "-T", "{node} {branch}").decode().partition(" ")
+        return None if node == NULL_NODE else HeadState(node, branch or None)
+
+    def check_ready(self, relpath: str) -> None:
+        if self.head() is None:
+            raise VcsPrepareError(
+                f"the Mercurial repository at {self.root} has no commit yet; commit the kernel first"
+            )
+        if len(self._run("log", "-r", "parents()", "-T", "{node}\n").split()) > 1:
+            raise VcsPrepareError(
+                f"an uncommitted merge is in progress in {self.root}; commit or abort it first"
+            )
+        for name, what in UNFINISHED_STATE_FILES.items():
+            if (self.root / ".hg" / name).exists():
+                raise VcsPrepareError(f"{what} is unfinished in {self.root}; finish or abort it first")
+        resolve = self._call("resolve", "--list")
+        if any(line.startswith(b"U ") for line in resolve.stdout.splitlines()):
+            raise VcsPrepareError(f"{self.root} has unresolved merge conflicts; resolve them first")
+        if self._call("files", "-r", ".", f"path:{relpath}").returncode != 0:
+            raise VcsPrepareError(
+                f"{relpath} is not tracked at the working parent in {self.root}; commit it first"
+            )
+
+    def committed_source(self, revision: str, relpath: str) -> bytes:
+        return self._run("cat", "-r", revision, f"path:{relpath}")
+
+    def _user_arguments(self) -> list[str]:
+        """``-u`` only where hg would otherwise invent or refuse a username."""
+        configured = os.environ.get("HGUSER") or self._call("config", "ui.username").stdout.strip()
+        return [] if configured else ["-u", FALLBACK_USER]
+
+    def commit_file(self, commit: FileCommit) -> CommitOutcome:
+        current = self.head()
+        if current != commit.base:
+            raise CommitRefused(head_moved_reason(commit.base, current))
+        if read_bytes_or_none(commit.kernel_path) != commit.expected_disk:
+            raise CommitRefused(
+                f"kernel file {commit.relpath} changed on disk while committing; not overwritten"
+            )
+        backup = (
+            self.root / ".hg" / "tlx-agent-wip" / hashlib.sha256(commit.relpath.encode()).hexdigest()[:16]
+        )
+        backup.parent.mkdir(exist_ok=True)
+        backup.write_bytes(commit.expected_disk)
+        committed = False
+        try:
+            write_atomically(commit.kernel_path, commit.content)
+            result = self._call(
+                "commit", "-m", commit.message, *self._user_arguments(),
+                "--config", f"hooks.precommit.tlx-agent-cas=test \"$HG_PARENT1\" = {commit.base.revision}",
+                "--", f"path:{commit.relpath}",
+            )  # fmt: skip
+            if result.returncode != 0:
+                raise CommitRefused(self._commit_failure(result, commit.base))
+            committed = True
+        finally:
+            restored = commit.working_content if committed else commit.expected_disk
+            if read_bytes_or_none(commit.kernel_path) != restored:
+                write_atomically(commit.kernel_path, restored)
+            backup.unlink()
+        return self._verify(commit)
+
+    def _commit_failure(self, result: subprocess.CompletedProcess[bytes], base: HeadState) -> str:
+        if b"tlx-agent-cas" in result.stderr + result.stdout:
+            return head_moved_reason(base, self.head())
+        return f"hg commit failed: {_message(result)}"
+
+    def _verify(self, commit: FileCommit) -> CommitOutcome:
+        node, _, parent = self._run("log", "-r", ".", "-T", "{node} {p1.node}").decode().partition(" ")
+        notes = []
+        if parent != commit.base.revision:
+            notes.append(f"the new commit's parent is {parent[:12]}, not {commit.base.revision[:12]}")
+        if self.committed_source(node, commit.relpath) != commit.content:
+            notes.append(f"{node[:12]} does not hold the merged content of {commit.relpath}")
+        return CommitOutcome(node, notes)

@@ -1,0 +1,240 @@
+"""Checkpoint commits for one run: only the agent's delta, never the user's other work.
+
+The session remembers what it expects: HEAD (``base_revision``), the committed kernel and the bytes on disk
+(the start source, then each committed winner). A checkpoint commits ``merge(committed, expected disk,
+winner)``, i.e. the committed content plus the agent's delta; anything else that moved (HEAD, the file on disk)
+or an overlap with the user's uncommitted edits refuses the commit and leaves every file as it was. A rollback
+is a forward commit back to the content committed before the first checkpoint.
+
+Not thread-safe: the run loop calls one method at a time (from a worker thread).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.vcs.backend import FileCommit, HeadState, VcsBackend, head_moved_reason
+from orchestrator.vcs.detect import Repository, kernel_location
+from orchestrator.vcs.errors import VcsError, VcsPrepareError
+from orchestrator.vcs.git_session import GitBackend
+from orchestrator.vcs.hg_session import HgBackend
+from orchestrator.vcs.merge import merge_three_way
+from orchestrator.vcs.message import ROLLBACK_SUBJECT, compose_message, default_subject
+from orchestrator.vcs.worktree import read_bytes_or_none
+from protocol.results import CommitRecord
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """What a checkpoint would commit, decided before anything is written.
+
+    ``needs_revalidation``: the merged source differs from the measured winner (the target was dirty), so the
+    run must verify the protected cases on ``merged_source`` before ``apply_checkpoint``.
+    ``nothing_to_commit``: refused only because the merge adds nothing; applying it is a skip, not a failure.
+    """
+
+    ok: bool
+    reason: str
+    merged_source: bytes | None
+    needs_revalidation: bool
+    winner_source: bytes | None = None
+    base_revision: str | None = None
+    nothing_to_commit: bool = False
+
+
+def backend_for(repository: Repository) -> VcsBackend:
+    return GitBackend(repository.root) if repository.vcs == "git" else HgBackend(repository.root)
+
+
+class CommitSession:
+    """Checkpoint, and if needed roll back, the agent's changes to one kernel file in one repository."""
+
+    def __init__(
+        self,
+        backend: VcsBackend,
+        kernel_path: Path,
+        relpath: str,
+        head: HeadState,
+        committed_source: bytes,
+        start_source: bytes,
+    ) -> None:
+        self._backend = backend
+        self.kernel_path = kernel_path
+        self.relpath = relpath
+        self._head = head
+        self._committed = committed_source
+        self._expected_disk = start_source
+        self._start_committed = committed_source
+        self._start_source = start_source
+        self.dirty_at_start = committed_source != start_source
+        self.checkpoints: list[CommitRecord] = []
+
+    @classmethod
+    def prepare(cls, repository: Repository, kernel_path: Path, start_source: bytes) -> CommitSession:
+        """Check the checkout can take checkpoint commits; VcsPrepareError says why not."""
+        kernel = kernel_location(kernel_path)
+        if kernel.is_symlink():
+            raise VcsPrepareError(f"the kernel {kernel} is a symbolic link; pass the file it points to")
+        if read_bytes_or_none(kernel) != start_source:
+            raise VcsPrepareError(f"the kernel {kernel} is missing or changed since it was read; start again")
+        try:
+            relpath = kernel.relative_to(repository.root).as_posix()
+        except ValueError:
+            raise VcsPrepareError(f"the kernel {kernel} is not inside {repository.root}") from None
+        try:
+            backend = backend_for(repository)
+            backend.check_ready(relpath)
+            head = backend.head()
+            if head is None:
+                raise VcsPrepareError(f"the repository at {repository.root} has no commit yet")
+            committed = backend.committed_source(head.revision, relpath)
+        except VcsPrepareError:
+            raise
+        except VcsError as exc:
+            raise VcsPrepareError(str(exc)) from exc
+        return cls(backend, kernel, relpath, head, committed, start_source)
+
+    @property
+    def vcs(self) -> str:
+        return self._backend.vcs
+
+    @property
+    def repository_root(self) -> Path:
+        return self._backend.root
+
+    @property
+    def base_revision(self) -> str:
+        return self._head.revision
+
+    # -- checkpoints ---------------------------------------------------------------------------------------
+
+    def plan_checkpoint(self, winner_source: bytes) -> CheckpointPlan:
+        """Merge the agent's delta onto the committed kernel, or say why it cannot be committed."""
+        refusal = self._drift()
+        if refusal:
+            return CheckpointPlan(False, refusal, None, False, winner_source, self.base_revision)
+        merge = merge_three_way(self._committed, self._expected_disk, winner_source)
+        if merge.merged is None:
+            reason = (
+                f"winner overlaps uncommitted edits to {self.relpath} ({merge.conflicts} conflicting "
+                "region(s)); nothing was committed"
+            )
+            return CheckpointPlan(False, reason, None, False, winner_source, self.base_revision)
+        if merge.merged == self._committed:
+            reason = f"winner adds nothing to the committed {self.relpath}"
+            return CheckpointPlan(False, reason, None, False, winner_source, self.base_revision, True)
+        return CheckpointPlan(
+            True, "", merge.merged, merge.merged != winner_source, winner_source, self.base_revision
+        )
+
+    def apply_checkpoint(
+        self, plan: CheckpointPlan, subject: str, body: str, experiment_id: str
+    ) -> CommitRecord:
+        """Commit a plan (re-checking HEAD and the file first); the message ends with the attribution."""
+        message = compose_message(
+            subject, body, attributed=True, fallback=default_subject(self.kernel_path.name)
+        )
+        record_subject = message.splitlines()[0]
+        if not plan.ok or plan.merged_source is None or plan.winner_source is None:
+            status: Literal["failed", "skipped"] = "skipped" if plan.nothing_to_commit else "failed"
+            reason = plan.reason or "the plan holds nothing to commit"
+            return self._record(
+                status, "promotion", record_subject, reason=reason, experiment_id=experiment_id
+            )
+        if plan.base_revision != self.base_revision:
+            reason = "the plan was made for an earlier checkpoint; plan again"
+            return self._record(
+                "failed", "promotion", record_subject, reason=reason, experiment_id=experiment_id
+            )
+        record = self._commit(plan.merged_source, plan.winner_source, message, "promotion", experiment_id)
+        if record.status == "committed":
+            self.checkpoints.append(record)
+        return record
+
+    def commit_rollback(self, subject: str, body: str) -> CommitRecord:
+        """Forward commit back to the content committed before the first checkpoint (no attribution).
+
+        The working file returns to the start source, so the user's uncommitted edits survive.
+        """
+        message = compose_message(subject, body, attributed=False, fallback=ROLLBACK_SUBJECT)
+        record_subject = message.splitlines()[0]
+        if not self.checkpoints:
+            return self._record(
+                "skipped", "rollback", record_subject, reason="no checkpoint commit to roll back"
+            )
+        if self._committed == self._start_committed:
+            return self._record(
+                "skipped", "rollback", record_subject,
+                reason=f"the committed {self.relpath} already equals its content before the first checkpoint",
+            )  # fmt: skip
+        return self._commit(self._start_committed, self._start_source, message, "rollback", None)
+
+    # -- internals -----------------------------------------------------------------------------------------
+
+    def _drift(self) -> str:
+        """Why the repository or the file is no longer as the session expects ("" when it is)."""
+        on_disk = read_bytes_or_none(self.kernel_path)
+        if on_disk is None:
+            return f"kernel file {self.relpath} is missing from the working tree; nothing was committed"
+        if on_disk != self._expected_disk:
+            since = "the last checkpoint" if self.checkpoints else "the run started"
+            return f"kernel file {self.relpath} changed on disk since {since}; it was not overwritten"
+        current = self._backend.head()
+        if current != self._head:
+            return head_moved_reason(self._head, current)
+        return ""
+
+    def _commit(
+        self,
+        content: bytes,
+        working: bytes,
+        message: str,
+        kind: Literal["promotion", "rollback"],
+        experiment_id: str | None,
+    ) -> CommitRecord:
+        subject = message.splitlines()[0]
+        try:
+            refusal = self._drift()
+            if refusal:
+                return self._record("failed", kind, subject, reason=refusal, experiment_id=experiment_id)
+            commit = FileCommit(
+                self.kernel_path, self.relpath, self._head, content, self._expected_disk, working, message
+            )
+            outcome = self._backend.commit_file(commit)
+        except (VcsError, OSError) as exc:
+            reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            return self._record("failed", kind, subject, reason=reason, experiment_id=experiment_id)
+        base = self._head.revision
+        self._head = HeadState(outcome.revision, self._head.ref)
+        self._committed = content
+        self._expected_disk = working
+        return self._record(
+            "committed", kind, subject, revision=outcome.revision, base_revision=base,
+            reason="; ".join(outcome.notes), experiment_id=experiment_id,
+        )  # fmt: skip
+
+    def _record(
+        self,
+        status: Literal["committed", "failed", "skipped"],
+        kind: Literal["promotion", "final", "rollback"],
+        subject: str,
+        *,
+        reason: str = "",
+        revision: str | None = None,
+        base_revision: str | None = None,
+        experiment_id: str | None = None,
+    ) -> CommitRecord:
+        return CommitRecord(
+            status=status,
+            vcs=self.vcs,
+            revision=revision,
+            base_revision=base_revision or self.base_revision,
+            repository=str(self.repository_root),
+            file=self.relpath,
+            subject=subject,
+            reason=reason,
+            kind=kind,
+            experiment_id=experiment_id,
+        )

@@ -1,0 +1,69 @@
+"""The environment a worker starts with: an allow-list, never the orchestrator's secrets."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+# Variables a worker may inherit; everything else is dropped.
+ALLOWED_NAMES = frozenset({
+    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
+    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
+    "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET",
+    "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+})
+ALLOWED_PREFIXES = ("TRITON_", "TORCH_", "NVIDIA_", "CUDA_", "PYTORCH_")
+# Never forwarded, even when an allowed prefix matches or the target asks for it.
+SECRET_PATTERN = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.IGNORECASE)
+# Set by the orchestrator per worker; a target may not override them.
+RESERVED = frozenset({
+    "TLX_PROTOCOL_FD", "TLX_WORKER_TOKEN", "TLX_WORKER_SCRATCH", "HOME", "TMPDIR", "TRITON_CACHE_DIR",
+    "PYTHONPATH", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "PYTHONUNBUFFERED",
+})
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_PATTERN.search(name)) or name.startswith(("GIT_", "HG", "SSH_", "AWS_", "GH_", "GITHUB_"))
+
+
+def build_worker_environment(
+    parent: Mapping[str, str],
+    target_environment: Mapping[str, str],
+    *,
+    scratch: Path,
+    token: str,
+    protocol_fd: int,
+    pythonpath: str,
+) -> tuple[dict[str, str], list[str]]:
+    """Return the worker's environment and the names dropped from the target's environment (with why)."""
+    env = {
+        name: value
+        for name, value in parent.items()
+        if (name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)) and not is_secret_name(name)
+        and name not in RESERVED
+    }
+    refused: list[str] = []
+    for name, value in target_environment.items():
+        if name in RESERVED:
+            refused.append(f"{name} (reserved for the sandbox)")
+        elif is_secret_name(name):
+            refused.append(f"{name} (looks like a credential)")
+        else:
+            env[name] = value
+    env.update({
+        "TLX_PROTOCOL_FD": str(protocol_fd),
+        "TLX_WORKER_TOKEN": token,
+        "TLX_WORKER_SCRATCH": str(scratch),
+        "HOME": str(scratch / "home"),
+        "TMPDIR": str(scratch / "tmp"),
+        "TRITON_CACHE_DIR": str(scratch / "triton_cache"),
+        "PYTHONPATH": pythonpath,
+        "PYTHONSAFEPATH": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env, refused

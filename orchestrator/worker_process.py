@@ -1,0 +1,163 @@
+"""Spawning one worker and talking to it: the spawner seam and the controller-side proxy.
+
+The spawner hides how a process is made (plain spawn today, a fork-server later); all the worker
+needs is a connected socket fd number in TLX_PROTOCOL_FD. `WorkerConnection` reads bounded JSON
+lines from that socket, validates each against `protocol.worker.WorkerEvent`, and drains the
+worker's stdout/stderr into a bounded log file.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import trio
+from pydantic import BaseModel, ValidationError
+
+from protocol.worker import MAX_LINE_BYTES, WORKER_EVENT_ADAPTER
+
+
+class ProtocolViolation(Exception):
+    """The worker sent something outside the protocol; the evaluation ends as protocol_violation."""
+
+
+class WorkerGone(Exception):
+    """The protocol socket closed: the worker exited or died."""
+
+
+@dataclass
+class WorkerLaunch:
+    argv: Sequence[str]
+    env: dict[str, str]
+    cwd: Path
+    log_path: Path
+    token: str
+    log_limit_bytes: int = 1 << 20
+
+
+@dataclass
+class SpawnedWorker:
+    process: trio.Process
+    protocol: trio.SocketStream
+    output: trio.abc.ReceiveStream
+    launch: WorkerLaunch
+
+
+class Spawner(Protocol):
+    async def spawn(self, launch: WorkerLaunch) -> SpawnedWorker: ...
+
+
+class SubprocessSpawner:
+    """A fresh interpreter per worker, in a new session, stdin /dev/null, one socketpair for the protocol."""
+
+    async def spawn(self, launch: WorkerLaunch) -> SpawnedWorker:
+        parent_end, child_end = socket.socketpair()
+        try:
+            env = dict(launch.env, TLX_PROTOCOL_FD=str(child_end.fileno()))
+            process = await trio.lowlevel.open_process(
+                list(launch.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(launch.cwd),
+                pass_fds=(child_end.fileno(),),
+                start_new_session=True,
+            )
+        except BaseException:
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()  # otherwise we never see EOF when the worker dies
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(parent_end))
+        assert process.stdout is not None
+        return SpawnedWorker(process=process, protocol=stream, output=process.stdout, launch=launch)
+
+
+@dataclass
+class OutputCapture:
+    """Bounded copy of the worker's stdout/stderr: the head goes to the log, the rest is counted."""
+
+    path: Path
+    limit_bytes: int
+    written: int = 0
+    dropped: int = 0
+    tail: bytearray = field(default_factory=bytearray)
+
+    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+        with self.path.open("ab") as log:
+            while True:
+                try:
+                    chunk = await stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                if not chunk:
+                    return
+                room = self.limit_bytes - self.written
+                if room > 0:
+                    log.write(chunk[:room])
+                    log.flush()
+                    self.written += min(room, len(chunk))
+                self.dropped += max(0, len(chunk) - max(room, 0))
+                self.tail = (self.tail + chunk)[-4096:]
+
+    def finish(self) -> None:
+        if self.dropped:
+            with self.path.open("ab") as log:
+                log.write(f"\n[tlx-agent] worker output truncated: {self.dropped} more bytes dropped\n".encode())
+
+
+class WorkerConnection:
+    """Controller-side proxy for one worker: send commands, wait for validated events."""
+
+    def __init__(self, spawned: SpawnedWorker) -> None:
+        self.spawned = spawned
+        self._buffer = bytearray()
+
+    async def send(self, command: BaseModel) -> None:
+        data = command.model_dump_json().encode() + b"\n"
+        try:
+            await self.spawned.protocol.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            raise WorkerGone(f"cannot send {getattr(command, 'kind', 'command')}: {exc}") from None
+
+    async def receive_event(self) -> Any:
+        """The next event, validated; ProtocolViolation for anything malformed, WorkerGone on EOF."""
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line = bytes(self._buffer[:newline])
+                del self._buffer[: newline + 1]
+                if len(line) > MAX_LINE_BYTES:
+                    raise ProtocolViolation(f"line of {len(line)} bytes exceeds the {MAX_LINE_BYTES}-byte limit")
+                return parse_event(line)
+            if len(self._buffer) > MAX_LINE_BYTES:
+                raise ProtocolViolation(f"line longer than {MAX_LINE_BYTES} bytes without a newline")
+            try:
+                chunk = await self.spawned.protocol.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                raise WorkerGone(str(exc)) from None
+            if not chunk:
+                if self._buffer:
+                    raise ProtocolViolation("connection closed in the middle of a line")
+                raise WorkerGone("protocol socket closed")
+            self._buffer.extend(chunk)
+
+
+def parse_event(line: bytes) -> Any:
+    try:
+        payload = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProtocolViolation(f"invalid JSON on the protocol channel: {exc}") from None
+    try:
+        return WORKER_EVENT_ADAPTER.validate_python(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ProtocolViolation(f"invalid {payload.get('kind', '?') if isinstance(payload, dict) else 'message'} "
+                                f"event: {where}: {first['msg']}") from None

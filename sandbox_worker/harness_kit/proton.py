@@ -1,0 +1,430 @@
+"""Triton Proton for harness authors: launch attribution (hatchet) and diagnostic-only instrumentation.
+
+Triton 3.6 has no in-memory Proton API: a session is `proton.start(path, ...)` ... `proton.finalize()`
+and the data is read back from `path.hatchet` (tree) or `path.chrome_trace` (trace). Triton is imported
+lazily so the worker stays importable without it.
+
+Launch attribution (`collect_launch_attribution`): the function is called `iterations` times, each call
+inside its own `proton.cpu_timed_scope("tlx_agent_call_<i>")` that ends after a device synchronize. The
+hatchet then holds, per call, the host wall time of the call (`cpu_time (ns)` on the scope node) and the
+kernels it launched (leaves with `time (ns)` summed over `count` launches). Every `*_us` figure in the
+result is **per call of the profiled function** (the median over calls):
+
+- `main_kernel_us`: GPU time of launches whose name equals `main_scope` exactly;
+- `non_main_kernel_us`: GPU time of every other kernel the call launched;
+- `wrapper_us`: call wall time minus all its kernel time: the Python wrapper, argument handling, launch
+  latency, gaps between kernels and the final synchronize (Proton's own per-launch cost included). It is
+  null, with a diagnostic, when the tree has no CPU-timed call scope; never 0 for "unknown".
+
+Main-kernel time and a benchmark's endpoint time cover different scopes; nothing here subtracts one
+from the other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CALL_SCOPE_PREFIX = "tlx_agent_call_"
+_CALL_SCOPE = re.compile(rf"^{CALL_SCOPE_PREFIX}(\d+)$")
+TIME_NS = "time (ns)"
+CPU_TIME_NS = "cpu_time (ns)"
+SUPPORTED_GRANULARITY = "warp"
+
+
+# ---- availability -------------------------------------------------------------------------------------
+
+
+def proton_unavailable_reason() -> str | None:
+    """Why Proton cannot profile here (None when it can). Cheap on CPU-only machines."""
+    if os.environ.get("TRITON_INTERPRET", "").strip() not in ("", "0"):
+        return "TRITON_INTERPRET is set: the interpreter launches no GPU kernels for Proton to see"
+    try:
+        import torch
+    except ImportError:
+        return "torch is not importable: no CUDA device to synchronize and profile"
+    try:
+        if not torch.cuda.is_available():
+            return "no CUDA device (CPU-only machine); Proton needs a GPU"
+    except Exception as exc:  # noqa: BLE001 - a broken driver is just "unavailable"
+        return f"CUDA initialisation failed: {type(exc).__name__}: {exc}"
+    try:
+        import triton.profiler  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - missing libproton, wrong build
+        return f"triton.profiler (Proton) is not importable: {type(exc).__name__}: {exc}"
+    return None
+
+
+def unavailable_attribution(diagnostics: list[str], *, main_scope: str | None = None) -> dict[str, Any]:
+    return {"available": False, "schema": "tlx_proton_launch_v1", "main_scope": main_scope, "calls": None,
+            "call_us": None, "wrapper_us": None, "main_kernel_us": None, "non_main_kernel_us": None,
+            "total_kernel_us": None, "kernels": [], "device": None, "diagnostics": list(diagnostics),
+            "artifacts": {}}
+
+
+def _synchronize() -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+# ---- hatchet parsing (pure) ---------------------------------------------------------------------------
+
+
+def _load(payload_or_path: Any) -> Any:
+    if isinstance(payload_or_path, (str, Path)):
+        return json.loads(Path(payload_or_path).read_text(encoding="utf-8"))
+    return payload_or_path
+
+
+def _is_kernel(node: dict[str, Any]) -> bool:
+    metrics = node.get("metrics") or {}
+    return TIME_NS in metrics and ("device_type" in metrics or "device_id" in metrics)
+
+
+def _name(node: dict[str, Any]) -> str:
+    return str((node.get("frame") or {}).get("name", ""))
+
+
+def _kernels_under(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every kernel node at or below `node` (Proton stores exclusive metrics, so summing is safe)."""
+    found: list[dict[str, Any]] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if _is_kernel(current):
+            found.append(current)
+        stack.extend(child for child in current.get("children") or [] if isinstance(child, dict))
+    return found
+
+
+def _call_scopes(root: dict[str, Any]) -> list[dict[str, Any]]:
+    scopes: list[dict[str, Any]] = []
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        if _CALL_SCOPE.match(_name(current)):
+            scopes.append(current)
+            continue
+        stack.extend(child for child in current.get("children") or [] if isinstance(child, dict))
+    return sorted(scopes, key=lambda node: int(_CALL_SCOPE.match(_name(node)).group(1)))  # type: ignore[union-attr]
+
+
+def _time_ns(node: dict[str, Any]) -> float:
+    return float((node.get("metrics") or {}).get(TIME_NS) or 0.0)
+
+
+def _split_ns(kernels: list[dict[str, Any]], main_scope: str | None) -> tuple[float, float]:
+    main = sum(_time_ns(k) for k in kernels if main_scope is not None and _name(k) == main_scope)
+    return main, sum(_time_ns(k) for k in kernels) - main
+
+
+def _median_us(values_ns: list[float]) -> float | None:
+    return statistics.median(values_ns) / 1000.0 if values_ns else None
+
+
+def parse_hatchet(payload_or_path: Any, main_scope: str | None = None, *, calls: int | None = None) -> dict[str, Any]:
+    """Per-kernel totals and per-call wrapper/main/non-main attribution from a Proton `.hatchet`.
+
+    `payload_or_path` is the parsed JSON list `[root, device_info]` or a path to it. `main_scope` is the
+    exact kernel name treated as the main launch. Without CPU-timed call scopes (a hatchet written by
+    other code) the per-call figures divide totals by `calls`, else by the main kernel's launch count
+    (one main launch per call, stated as a diagnostic), and `wrapper_us` is null.
+    """
+    data = _load(payload_or_path)
+    diagnostics: list[str] = []
+    result = unavailable_attribution([], main_scope=main_scope)
+    result["diagnostics"] = diagnostics
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+        diagnostics.append("hatchet payload is not a JSON list [root, device_info]; attribution unavailable")
+        return result
+    root = data[0]
+    result["available"] = True
+    if len(data) > 1 and isinstance(data[1], dict):
+        result["device"] = _device_summary(data[1])
+
+    kernels = _kernels_under(root)
+    by_name: dict[str, dict[str, float]] = {}
+    for kernel in kernels:
+        entry = by_name.setdefault(_name(kernel), {"time_ns": 0.0, "count": 0.0})
+        entry["time_ns"] += _time_ns(kernel)
+        entry["count"] += float((kernel.get("metrics") or {}).get("count") or 0)
+    result["kernels"] = [
+        {"name": name, "time_us": entry["time_ns"] / 1000.0, "count": int(entry["count"]),
+         "per_launch_us": entry["time_ns"] / 1000.0 / entry["count"] if entry["count"] else None,
+         "is_main": main_scope is not None and name == main_scope}
+        for name, entry in sorted(by_name.items(), key=lambda item: -item[1]["time_ns"])
+    ]
+    if not kernels:
+        diagnostics.append("hatchet holds no kernel launches (no node with time (ns) and a device)")
+    if main_scope is None:
+        diagnostics.append("main_scope is not set (target.json main_scope): main/non-main split is null")
+    elif main_scope not in by_name:
+        diagnostics.append(f"main_scope {main_scope!r} matched no kernel; kernels seen: {sorted(by_name)[:10]}")
+
+    scopes = _call_scopes(root)
+    if scopes:
+        _attribute_per_call(result, scopes, main_scope, diagnostics)
+        return result
+
+    main_total, non_main_total = _split_ns(kernels, main_scope)
+    call_count = calls
+    if call_count is None and main_scope is not None and main_scope in by_name and by_name[main_scope]["count"]:
+        call_count = int(by_name[main_scope]["count"])
+        diagnostics.append(f"no per-call scopes in the hatchet: assuming one {main_scope} launch per call "
+                           f"({call_count} calls)")
+    result["calls"] = call_count
+    diagnostics.append(f"no CPU-timed call scope ({CALL_SCOPE_PREFIX}<i>) in the hatchet: wrapper_us is "
+                       "not measurable and is null")
+    if call_count:
+        known_main = main_scope is not None and main_scope in by_name
+        result["main_kernel_us"] = main_total / 1000.0 / call_count if known_main else None
+        result["non_main_kernel_us"] = non_main_total / 1000.0 / call_count if main_scope is not None else None
+        result["total_kernel_us"] = (main_total + non_main_total) / 1000.0 / call_count
+    elif kernels:
+        diagnostics.append("number of calls unknown: per-call kernel times are null (see kernels[].per_launch_us)")
+    return result
+
+
+def _attribute_per_call(result: dict[str, Any], scopes: list[dict[str, Any]], main_scope: str | None,
+                        diagnostics: list[str]) -> None:
+    main_ns: list[float] = []
+    non_main_ns: list[float] = []
+    total_ns: list[float] = []
+    call_ns: list[float] = []
+    wrapper_ns: list[float] = []
+    for scope in scopes:
+        kernels = _kernels_under(scope)
+        main, non_main = _split_ns(kernels, main_scope)
+        main_ns.append(main)
+        non_main_ns.append(non_main)
+        total_ns.append(main + non_main)
+        cpu = (scope.get("metrics") or {}).get(CPU_TIME_NS)
+        if isinstance(cpu, (int, float)):
+            call_ns.append(float(cpu))
+            wrapper_ns.append(float(cpu) - (main + non_main))
+    result["calls"] = len(scopes)
+    known_main = main_scope is not None and any(_name(k) == main_scope for s in scopes for k in _kernels_under(s))
+    result["main_kernel_us"] = _median_us(main_ns) if known_main else None
+    result["non_main_kernel_us"] = _median_us(non_main_ns) if main_scope is not None else None
+    result["total_kernel_us"] = _median_us(total_ns)
+    if len(call_ns) == len(scopes):
+        result["call_us"] = _median_us(call_ns)
+        result["wrapper_us"] = _median_us(wrapper_ns)
+        if result["wrapper_us"] is not None and result["wrapper_us"] < 0:
+            diagnostics.append("wrapper_us is negative (kernel time exceeds the call's wall time): host and "
+                               "device clocks disagree; treat the split as unreliable")
+    else:
+        diagnostics.append(f"call scopes lack {CPU_TIME_NS!r}: wrapper_us is not measurable and is null")
+
+
+def _device_summary(device_info: dict[str, Any]) -> dict[str, Any] | None:
+    for backend, devices in device_info.items():
+        if isinstance(devices, dict) and devices:
+            first = next(iter(devices.values()))
+            if isinstance(first, dict):
+                return {"backend": backend, "arch": first.get("arch"), "num_sms": first.get("num_sms")}
+    return None
+
+
+# ---- collection (GPU) ---------------------------------------------------------------------------------
+
+
+def collect_launch_attribution(
+    fn: Callable[[], Any],
+    *,
+    artifacts_dir: str,
+    name: str = "proton_launch",
+    main_scope: str | None = None,
+    iterations: int = 10,
+    warmup_calls: int = 2,
+) -> dict[str, Any]:
+    """Run `fn` under a Proton session (`hook="triton"`) and attribute its time per call.
+
+    Warm-up calls (compilation, autotuning) run before the session. The `.hatchet` and a commands file
+    are written to `artifacts_dir` and returned by absolute path. Missing Proton or no GPU gives
+    `{"available": false, ...}` with nulls and a diagnostic.
+    """
+    if iterations < 1:
+        raise ValueError("iterations must be >= 1")
+    reason = proton_unavailable_reason()
+    if reason is not None:
+        return unavailable_attribution([reason], main_scope=main_scope)
+    directory = Path(artifacts_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    base = directory / name
+    hatchet_path = directory / f"{name}.hatchet"
+    hatchet_path.unlink(missing_ok=True)
+    commands_path = directory / f"{name}_commands.json"
+    commands_path.write_text(json.dumps({
+        "proton.start": {"name": str(base), "hook": "triton", "context": "shadow", "data": "tree"},
+        "per_call_scope": f"proton.cpu_timed_scope('{CALL_SCOPE_PREFIX}<i>') around fn() + torch.cuda.synchronize()",
+        "iterations": iterations, "warmup_calls": warmup_calls, "main_scope": main_scope,
+        "proton.finalize": {}, "units": "microseconds per call of fn (median over calls)",
+    }, indent=2), encoding="utf-8")
+    artifacts = {"proton_commands": str(commands_path)}
+
+    import triton.profiler as proton
+
+    try:
+        for _ in range(warmup_calls):
+            fn()
+        _synchronize()
+    except Exception as exc:  # noqa: BLE001 - report, do not crash the profile of other tools
+        return {**unavailable_attribution([f"warm-up call raised {type(exc).__name__}: {exc}"], main_scope=main_scope),
+                "artifacts": artifacts}
+    started = time.monotonic()
+    session = None
+    error: str | None = None
+    try:
+        session = proton.start(str(base), hook="triton")
+        if session is None:
+            error = "proton.start returned no session (TRITON_PROTON_DISABLE set or run under the proton CLI)"
+        else:
+            for index in range(iterations):
+                with proton.cpu_timed_scope(f"{CALL_SCOPE_PREFIX}{index}"):
+                    fn()
+                    _synchronize()
+    except Exception as exc:  # noqa: BLE001
+        error = f"profiled call raised {type(exc).__name__}: {exc}"
+    finally:
+        if session is not None:
+            try:
+                proton.finalize()
+            except Exception as exc:  # noqa: BLE001
+                error = error or f"proton.finalize raised {type(exc).__name__}: {exc}"
+    if error is not None:
+        return {**unavailable_attribution([error], main_scope=main_scope), "artifacts": artifacts}
+    if not hatchet_path.is_file():
+        return {**unavailable_attribution([f"Proton wrote no hatchet at {hatchet_path}"], main_scope=main_scope),
+                "artifacts": artifacts}
+    artifacts["proton_hatchet"] = str(hatchet_path)
+    result = parse_hatchet(hatchet_path, main_scope, calls=iterations)
+    result["artifacts"] = artifacts
+    result["collect_seconds"] = round(time.monotonic() - started, 3)
+    return result
+
+
+# ---- instrumentation (diagnostic only) ----------------------------------------------------------------
+
+
+def summarize_chrome_trace(payload_or_path: Any, *, max_scopes: int = 64) -> dict[str, Any]:
+    """Count and total the complete (`ph == "X"`) events of a Proton instrumentation trace, per scope name.
+
+    Durations are in the trace's own unit (cycles for `metric_type="cycle"`); they are diagnostic only.
+    """
+    data = _load(payload_or_path)
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data if isinstance(data, list) else []
+    scopes: dict[str, dict[str, float]] = {}
+    warps: set[str] = set()
+    complete = 0
+    for event in events:
+        if not isinstance(event, dict) or event.get("ph") != "X":
+            continue
+        complete += 1
+        warps.add(f"{event.get('pid')}|{event.get('tid')}")
+        entry = scopes.setdefault(str(event.get("name")), {"count": 0, "total": 0.0, "max": 0.0})
+        duration = float(event.get("dur") or 0.0)
+        entry["count"] += 1
+        entry["total"] += duration
+        entry["max"] = max(entry["max"], duration)
+    ordered = sorted(scopes.items(), key=lambda item: -item[1]["total"])[:max_scopes]
+    return {"events": complete, "lanes": len(warps),
+            "scopes": [{"name": name, "count": int(v["count"]), "total": v["total"], "max": v["max"]}
+                       for name, v in ordered]}
+
+
+def collect_instrumentation_trace(
+    fn: Callable[[], Any],
+    *,
+    artifacts_dir: str,
+    name: str = "proton_instrumentation",
+    granularity: str = "warp",
+    metric_type: str = "cycle",
+) -> dict[str, Any]:
+    """Run `fn` once under Proton's instrumentation backend (`data="trace"`, warp granularity).
+
+    The kernel must carry `pl.scope`/`pl.enter_scope` markers; Triton semantic is enabled explicitly
+    before the call so they compile. The result is **diagnostic only**: instrumented code and its timing
+    are never benchmarked, promoted, committed or compared with uninstrumented samples. `warp_group`
+    granularity is rejected (the runtime rejects it today).
+    """
+    if granularity != SUPPORTED_GRANULARITY:
+        raise ValueError(f"granularity {granularity!r} is not supported; only 'warp' (warp_group is rejected "
+                         "by the runtime today)")
+    base_result: dict[str, Any] = {"diagnostic_only": True, "available": False, "granularity": granularity,
+                                   "metric_type": metric_type, "events": None, "lanes": None, "scopes": [],
+                                   "diagnostics": [], "artifacts": {}}
+    reason = proton_unavailable_reason()
+    if reason is not None:
+        base_result["diagnostics"].append(reason)
+        return base_result
+    directory = Path(artifacts_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    base = directory / name
+    trace_path = directory / f"{name}.chrome_trace"
+    trace_path.unlink(missing_ok=True)
+
+    import triton.profiler as proton
+    import triton.profiler.language as pl
+
+    pl.enable_semantic("triton")
+    mode_cls = getattr(getattr(proton, "mode", None), "Default", None)
+    mode: Any = (mode_cls(metric_type=metric_type, granularity=granularity) if mode_cls is not None
+                 else f"default:metric_type={metric_type}:granularity={granularity}")
+    commands_path = directory / f"{name}_commands.json"
+    commands_path.write_text(json.dumps({
+        "proton.language.enable_semantic": "triton",
+        "proton.start": {"name": str(base), "backend": "instrumentation", "data": "trace", "mode": str(mode)},
+        "calls": 1, "proton.finalize": {}, "diagnostic_only": True,
+    }, indent=2), encoding="utf-8")
+    base_result["artifacts"]["proton_instrumentation_commands"] = str(commands_path)
+    session = None
+    try:
+        session = proton.start(str(base), backend="instrumentation", data="trace", mode=mode)
+        if session is None:
+            base_result["diagnostics"].append("proton.start returned no session (profiling disabled)")
+            return base_result
+        fn()
+        _synchronize()
+    except Exception as exc:  # noqa: BLE001
+        base_result["diagnostics"].append(f"instrumented call raised {type(exc).__name__}: {exc}")
+        return base_result
+    finally:
+        if session is not None:
+            try:
+                proton.finalize()
+            except Exception as exc:  # noqa: BLE001
+                base_result["diagnostics"].append(f"proton.finalize raised {type(exc).__name__}: {exc}")
+    if not trace_path.is_file():
+        base_result["diagnostics"].append(f"Proton wrote no trace at {trace_path}")
+        return base_result
+    base_result["artifacts"]["proton_chrome_trace"] = str(trace_path)
+    try:
+        summary = summarize_chrome_trace(trace_path)
+    except (OSError, ValueError) as exc:
+        base_result["diagnostics"].append(f"trace could not be read: {exc}")
+        return base_result
+    base_result.update(summary)
+    base_result["available"] = True
+    if not summary["events"]:
+        base_result["diagnostics"].append("trace holds no complete events: the kernel has no pl scopes or was not "
+                                          "recompiled with instrumentation")
+    return base_result
+
+
+__all__ = [
+    "collect_instrumentation_trace",
+    "collect_launch_attribution",
+    "parse_hatchet",
+    "proton_unavailable_reason",
+    "summarize_chrome_trace",
+]

@@ -1,0 +1,66 @@
+"""`tlx-agent doctor`'s isolation probe: a real child applies the layers and then tries to break them."""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+
+from orchestrator import doctor
+
+LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
+
+
+def test_probe_report_on_this_machine() -> None:
+    report = trio.run(doctor.run_probe, sys.executable, "standard")
+    print("\n" + doctor.format_doctor_report(report.layers, report.checks))  # visible with -s
+    assert tuple(report.layers) == LAYERS
+    assert report.layers["stdin"] == "active"
+    assert report.layers["rlimits"] == "active"
+    assert "private mapping above DATA refused (ENOMEM)" in report.checks["rlimits"]
+    if report.layers["network"] == "active":
+        assert any(note.startswith("connect to parent's 127.0.0.1:") for note in report.checks["network"])
+    if report.layers["filesystem"] == "active":
+        assert "create outside: EACCES" in report.checks["filesystem"]
+        assert "rename across writable dirs works (Triton cache)" in report.checks["filesystem"]
+    if report.layers["seccomp"] == "active":
+        assert "ptrace(PEEKDATA, 0): EPERM" in report.checks["seccomp"]
+    if report.landlock_abi is not None and report.landlock_abi >= 3:
+        # The machines we target (Firecracker VMs, kernel 6.x, root): everything must work here.
+        assert report.layers == dict.fromkeys(LAYERS, "active"), report
+
+
+def test_probe_catches_layers_that_do_not_confine() -> None:
+    """In `off` mode nothing is applied; the probe's own checks must notice every escape."""
+    report = trio.run(doctor.run_probe, sys.executable, "off")
+    assert report.layers == dict.fromkeys(LAYERS, "unavailable:isolation off")
+    assert any(note.startswith("FAILED: connected to the parent's listener") for note in report.checks["network"])
+    assert any("outside the writable dirs" in note for note in report.checks["filesystem"])
+    assert any(note.startswith("FAILED: RLIMIT_") for note in report.checks["rlimits"])
+    assert any(note.startswith("FAILED: ptrace") for note in report.checks["seccomp"])
+
+
+def test_probe_with_a_missing_interpreter_reports_every_layer_unavailable() -> None:
+    statuses = doctor.probe_isolation_sync("/nonexistent/python3", "standard")
+    assert set(statuses) == set(LAYERS)
+    assert all(s.startswith("unavailable:probe failed: cannot start /nonexistent/python3") for s in statuses.values())
+
+
+def test_unreadable_probe_output_is_a_failed_probe() -> None:
+    assert doctor.parse_probe_output(b"").layers["network"] == "unavailable:probe failed: no report on stdout"
+    garbled = doctor.parse_probe_output(b'{"layers": {"stdin": "active"}}\n')
+    assert garbled.layers["seccomp"].startswith("unavailable:probe failed: unreadable report (KeyError")
+
+
+def test_format_doctor_report_aligns_layers_and_gives_the_strict_verdict() -> None:
+    statuses = {"stdin": "active", "network": "degraded:seccomp inet deny (unshare failed: EPERM)",
+                "filesystem": "unavailable:landlock ABI not supported (errno 38: Function not implemented)"}
+    text = doctor.format_doctor_report(statuses, {"stdin": ["fd 0 is /dev/null"]})
+    lines = text.splitlines()
+    assert lines[0] == "isolation layers:"
+    assert lines[1] == "  stdin       active"
+    assert lines[2].strip() == "- fd 0 is /dev/null"
+    assert lines[3] == "  network     degraded     seccomp inet deny (unshare failed: EPERM)"
+    assert lines[4].startswith("  filesystem  unavailable  landlock ABI not supported")
+    assert lines[-1] == "strict mode: would refuse to run (network, filesystem not active)"
+    assert doctor.format_doctor_report({"stdin": "active"}).endswith("strict mode: ok (every layer active)")
