@@ -93,8 +93,9 @@ class OptimizationRun:
 
     # ---- helpers --------------------------------------------------------------------------------
 
-    def isolation_config(self, work_dir: Path) -> IsolationConfig:
-        return IsolationConfig(mode=self.config.isolation, scratch_dir=str(work_dir), writable_dirs=[str(work_dir)],
+    def isolation_config(self, work_dir: Path, profile_dir: Path | None) -> IsolationConfig:
+        writable = [str(work_dir)] + ([str(profile_dir)] if profile_dir is not None else [])
+        return IsolationConfig(mode=self.config.isolation, scratch_dir=str(work_dir), writable_dirs=writable,
                                data_limit_bytes=self.config.data_limit_bytes,
                                cpu_seconds=int(self.config.budget.max_candidate_seconds * 2) + 10)
 
@@ -128,13 +129,18 @@ class OptimizationRun:
         work_dir = experiment_dir / "workers" / tag
         now = trio.current_time()
         budget = self.config.budget
+        profile_dir = None
+        if profile_level and self.config.profile:
+            # the only place outside its scratch where a worker may write: its own profile artifacts
+            profile_dir = experiment_dir / "profile_artifacts"
+            profile_dir.mkdir(parents=True, exist_ok=True)
         plan = EvaluationPlan(
             label=label, experiment_id=experiment_id, run_id=state.run_id, kernel_path=kernel_path,
             harness_path=self.bundle.harness_path, target=self.inputs.target, cases=self.inputs.cases,
             repetitions=budget.benchmark_repetitions, work_dir=work_dir,
             log_path=experiment_dir / ("worker.log" if label in ("candidate", "baseline", "final") else f"worker-{tag}.log"),
             deadline=min(deadline, now + budget.max_candidate_seconds), phase_seconds=budget.max_candidate_seconds,
-            isolation=self.isolation_config(work_dir), worker_python=self.config.worker_python, benchmark=benchmark,
+            isolation=self.isolation_config(work_dir, profile_dir), worker_python=self.config.worker_python, benchmark=benchmark,
             profile_request=self.profile_factory(experiment_id, profile_level, profile_reason) if profile_level else None)
         self.log.progress(f"{experiment_id} evaluating {label} ({tag})")
         evaluation = await run_evaluation(plan, self.spawner, self.parent_env)

@@ -112,7 +112,8 @@ def special_dir_rights(abi: int) -> dict[str, int]:
     """Writable system places every CUDA process needs, with the rights they get."""
     handled = handled_write_rights(abi)
     device = (FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV) & handled
-    return {DEVICE_DIR: device, SHARED_MEMORY_DIR: handled, OWN_PROC_DIR: FS_WRITE_FILE}
+    own_proc = (FS_WRITE_FILE | FS_TRUNCATE) & handled  # procfs files are "regular": "w" opens truncate
+    return {DEVICE_DIR: device, SHARED_MEMORY_DIR: handled, OWN_PROC_DIR: own_proc}
 
 
 def restrict_writes(writable_dirs: Iterable[str]) -> tuple[int, list[str]]:

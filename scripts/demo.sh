@@ -3,7 +3,8 @@
 #   1. replayed candidates: one faster (promoted), one incorrect and one duplicate (both rejected);
 #   2. the offline tuner (--provider tune) searching the kernel's knobs from measured evidence.
 # The kernel is copied into a throwaway git checkout under runs/ so the checkpoint commit is real
-# without touching this repository. Prints where the results are.
+# without touching this repository. Prints where the results are. Interpreter timings on a shared CPU are
+# noisy, so the demo relaxes the CV gate (--max-cv 1.0); GPU runs keep the seed's 0.10.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -28,7 +29,7 @@ run() {
     --target examples/vector_add/target.json \
     --output-dir "$demo/$name" \
     --max-rounds "${DEMO_ROUNDS:-2}" --candidates-per-round 2 \
-    --max-candidate-seconds 120 --max-total-seconds 900 \
+    --max-candidate-seconds 120 --max-total-seconds 900 --max-cv "${DEMO_MAX_CV:-1.0}" \
     "$@" > "$demo/$name.json"
   local code=$?
   set -e

@@ -343,10 +343,15 @@ def accepted_changes(history: Sequence[ExperimentRecord]) -> list[str]:
 
 
 def evidence_terms(context: ProposalContext) -> frozenset[str]:
-    """Case ids and metric names a hypothesis may cite instead of a number (short ids are too ambiguous)."""
+    """Names a hypothesis may cite instead of a number: case ids (3+ characters, shorter ones are too
+    ambiguous), the statistics measured for the incumbent, and the NCU fields its profiles report."""
     terms = {case.case_id for case in context.cases if len(case.case_id) >= 3}
-    terms.update(NCU_FIELDS)
-    terms.update({"median", "p95", "speedup", "occupancy", "throughput", "spill"})
+    evaluation = context.incumbent_evaluation
+    if evaluation is not None:
+        for case in evaluation.cases:
+            if case.stats is not None:
+                terms.update({"median", "p95", "speedup"})
+            terms.update(ncu_summary(case))
     return frozenset(terms)
 
 

@@ -130,7 +130,9 @@ class OpenAIProvider:
         except openai.APIConnectionError as exc:
             raise ProposalError(f"cannot reach the openai endpoint {self.base_url or 'default'}: {exc}") from None
         except openai.APIStatusError as exc:
-            detail = redact_secrets(one_line(exc.message, 300))
+            body = exc.body if isinstance(exc.body, dict) else {}
+            message = body.get("message") if isinstance(body.get("message"), str) else exc.message
+            detail = redact_secrets(one_line(message, 300))
             raise ProposalError(f"the openai endpoint answered HTTP {exc.status_code}: {detail}") from None
         except openai.OpenAIError as exc:
             raise ProposalError(f"the openai request failed: {redact_secrets(one_line(exc, 300))}") from None

@@ -46,14 +46,11 @@ class VcsBackend(Protocol):
     vcs: str
     root: Path
 
-    def check_ready(self, relpath: str) -> None:
-        """Raise VcsPrepareError when the checkout cannot take a commit of ``relpath``."""
+    def prepare_target(self, relpath: str) -> tuple[HeadState, bytes]:
+        """HEAD and ``relpath`` as committed there (working-tree form); VcsPrepareError when not committable."""
 
     def head(self) -> HeadState | None:
         """The current HEAD, or None when the repository has no commit."""
-
-    def committed_source(self, revision: str, relpath: str) -> bytes:
-        """``relpath`` at ``revision`` as it would appear in the working tree."""
 
     def commit_file(self, commit: FileCommit) -> CommitOutcome:
         """Commit ``commit.content`` on top of ``commit.base`` (compare-and-swap) or raise CommitRefused."""

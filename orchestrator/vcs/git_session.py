@@ -138,8 +138,9 @@ class GitBackend:
         ref_status, ref, _ = self._call("symbolic-ref", "-q", "HEAD")
         return HeadState(out.decode().strip(), ref.decode().strip() if ref_status == 0 else None)
 
-    def check_ready(self, relpath: str) -> None:
-        if self.head() is None:
+    def prepare_target(self, relpath: str) -> tuple[HeadState, bytes]:
+        head = self.head()
+        if head is None:
             raise VcsPrepareError(
                 f"the git repository at {self.root} has no commit yet; commit the kernel first"
             )
@@ -156,11 +157,12 @@ class GitBackend:
             raise VcsPrepareError(
                 f"the index of {self.root} has unresolved merge conflicts; resolve them first"
             )
-        entry = self._tree_entry("HEAD", relpath)
+        entry = self._tree_entry(head.revision, relpath)
         if entry is None:
             raise VcsPrepareError(f"{relpath} is not tracked at HEAD in {self.root}; commit it first")
         if entry.mode not in ("100644", "100755"):
             raise VcsPrepareError(f"{relpath} is not a regular file at HEAD (mode {entry.mode})")
+        return head, self.committed_source(head.revision, relpath)
 
     def committed_source(self, revision: str, relpath: str) -> bytes:
         # --filters gives the working-tree form (eol conversion, smudge), comparable with the file on disk.

@@ -85,11 +85,7 @@ class CommitSession:
             raise VcsPrepareError(f"the kernel {kernel} is not inside {repository.root}") from None
         try:
             backend = backend_for(repository)
-            backend.check_ready(relpath)
-            head = backend.head()
-            if head is None:
-                raise VcsPrepareError(f"the repository at {repository.root} has no commit yet")
-            committed = backend.committed_source(head.revision, relpath)
+            head, committed = backend.prepare_target(relpath)
         except VcsPrepareError:
             raise
         except VcsError as exc:
@@ -175,15 +171,21 @@ class CommitSession:
 
     def _drift(self) -> str:
         """Why the repository or the file is no longer as the session expects ("" when it is)."""
+        changed = self._disk_drift()
+        if changed:
+            return changed
+        current = self._backend.head()
+        if current != self._head:
+            return head_moved_reason(self._head, current)
+        return ""
+
+    def _disk_drift(self) -> str:
         on_disk = read_bytes_or_none(self.kernel_path)
         if on_disk is None:
             return f"kernel file {self.relpath} is missing from the working tree; nothing was committed"
         if on_disk != self._expected_disk:
             since = "the last checkpoint" if self.checkpoints else "the run started"
             return f"kernel file {self.relpath} changed on disk since {since}; it was not overwritten"
-        current = self._backend.head()
-        if current != self._head:
-            return head_moved_reason(self._head, current)
         return ""
 
     def _commit(
@@ -196,7 +198,7 @@ class CommitSession:
     ) -> CommitRecord:
         subject = message.splitlines()[0]
         try:
-            refusal = self._drift()
+            refusal = self._disk_drift()  # the backend re-checks HEAD right before its compare-and-swap
             if refusal:
                 return self._record("failed", kind, subject, reason=refusal, experiment_id=experiment_id)
             commit = FileCommit(

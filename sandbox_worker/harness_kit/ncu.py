@@ -123,8 +123,16 @@ BYTES_TO_BYTES = {
 REFUSED_COUNTERS = "ERR_NVGPUCTRPERM"
 LIBRARY_NOT_LOADED = "LibraryNotLoaded"
 NO_KERNELS = "No kernels were profiled"
-_BAD_METRIC = re.compile(r"==ERROR==.*(metric|Metric).*(not found|invalid|Invalid|unknown|Unknown|failed to find"
-                         r"|Failed to find|not supported)|==ERROR==.*(Invalid|Unknown) metric")
+_BAD_METRIC_WORDS = ("not found", "failed to find", "invalid", "unknown", "not supported", "not available")
+
+
+def _rejected_metric_line(output: str) -> str | None:
+    """The `==ERROR==` line in which ncu refuses a metric name, if any."""
+    for line in output.splitlines():
+        lowered = line.lower()
+        if "==error==" in lowered and "metric" in lowered and any(word in lowered for word in _BAD_METRIC_WORDS):
+            return line.strip()
+    return None
 
 
 def level_metrics(level: str) -> tuple[MetricSpec, ...]:
@@ -372,9 +380,9 @@ def classify_ncu_output(returncode: int | None, output: str, *, kernel_filter: s
     if LIBRARY_NOT_LOADED in output:
         return "library_not_loaded", [
             "ncu could not load its profiling library (LibraryNotLoaded; seen under gVisor); ncu metrics are null"]
-    bad_metric = _BAD_METRIC.search(output)
+    bad_metric = _rejected_metric_line(output)
     if bad_metric:
-        return "bad_metric", [f"ncu rejected a requested metric: {bad_metric.group(0)[:300]}"]
+        return "bad_metric", [f"ncu rejected a requested metric: {bad_metric[:300]}"]
     if NO_KERNELS in output:
         return "no_kernel", [
             f"ncu profiled no kernel: the filter {kernel_filter or '(kernel name)'} matched no launch inside the "

@@ -36,6 +36,7 @@ _CALL_SCOPE = re.compile(rf"^{CALL_SCOPE_PREFIX}(\d+)$")
 TIME_NS = "time (ns)"
 CPU_TIME_NS = "cpu_time (ns)"
 SUPPORTED_GRANULARITY = "warp"
+MAX_TRACE_BYTES = 64 * 1024 * 1024  # a larger trace stays an artifact; parsing it would swamp the worker
 
 
 # ---- availability -------------------------------------------------------------------------------------
@@ -408,6 +409,12 @@ def collect_instrumentation_trace(
         base_result["diagnostics"].append(f"Proton wrote no trace at {trace_path}")
         return base_result
     base_result["artifacts"]["proton_chrome_trace"] = str(trace_path)
+    size = trace_path.stat().st_size
+    if size > MAX_TRACE_BYTES:
+        base_result["diagnostics"].append(f"trace is {size} bytes (> {MAX_TRACE_BYTES}): kept as an artifact, "
+                                          "not summarised")
+        base_result["available"] = True
+        return base_result
     try:
         summary = summarize_chrome_trace(trace_path)
     except (OSError, ValueError) as exc:

@@ -278,22 +278,24 @@ def _result(
     }
 
 
-def _poisoning_call(fn: Callable[[], Any], enabled: bool) -> Callable[[], Any]:
-    """Wrap `fn` so the previous call's output is poisoned before the next call (see module doc)."""
-    if not enabled:
-        return fn
-    previous: list[Any] = [None]
+class _PoisoningCaller:
+    """Calls `fn`; when enabled, `poison_previous()` poisons the previous call's output (see the
+    module doc), so a call that skips its work leaves poison for `check_last` to find."""
 
-    def poison_previous() -> None:
-        if previous[0] is not None:
-            poison_(previous[0])
+    def __init__(self, fn: Callable[[], Any], *, enabled: bool) -> None:
+        self._fn = fn
+        self._enabled = enabled
+        self._previous: Any = None
 
-    def call() -> Any:
-        previous[0] = fn()
-        return previous[0]
+    def poison_previous(self) -> None:
+        if self._previous is not None:
+            poison_(self._previous)
 
-    call.poison_previous = poison_previous  # type: ignore[attr-defined]
-    return call
+    def __call__(self) -> Any:
+        output = self._fn()
+        if self._enabled:
+            self._previous = output
+        return output
 
 
 # ---- CPU ------------------------------------------------------------------------------------------
@@ -309,11 +311,10 @@ def _measure_cpu(
     """perf_counter_ns around each call; with a CUDA `sync_device` (explicit mode="cpu" on a GPU) the
     device is synchronized inside the window so asynchronous launches do not look like fast kernels."""
     synchronize = _device_synchronizer(sync_device)
-    call = _poisoning_call(fn, check_last is not None)
-    poison_previous = getattr(call, "poison_previous", lambda: None)
+    call = _PoisoningCaller(fn, enabled=check_last is not None)
 
     def take_sample() -> tuple[float, Any]:
-        poison_previous()
+        call.poison_previous()
         synchronize()
         started = _now_ns()
         output = call()
@@ -459,8 +460,7 @@ class _EventTimer:
         import torch
 
         self._torch = torch
-        self._call = _poisoning_call(fn, poison_outputs)
-        self._poison_previous = getattr(self._call, "poison_previous", lambda: None)
+        self._call = _PoisoningCaller(fn, enabled=poison_outputs)
         self._flush_buffer = flush_buffer
         self._device = device
         self._flush_value = 0
@@ -477,7 +477,7 @@ class _EventTimer:
     def _timed(self, body: Callable[[], Any]) -> tuple[float, float, Any]:
         torch = self._torch
         stream = torch.cuda.current_stream(self._device)
-        self._poison_previous()
+        self._call.poison_previous()
         self._flush()
         self._start.record(stream)
         output = body()

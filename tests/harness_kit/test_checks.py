@@ -59,7 +59,9 @@ def test_generator_refuses_to_run_without_a_seed():
         checks.make_generator("cpu")
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.uint8, torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.uint8, torch.bool]
+)
 def test_random_tensor_has_dtype_shape_and_varied_values(dtype):
     tensor = checks.random_tensor((3, 50), dtype, "cpu", checks.make_generator("cpu"))
     assert tensor.dtype == dtype and tensor.shape == (3, 50)
@@ -71,7 +73,11 @@ def test_random_tensor_has_dtype_shape_and_varied_values(dtype):
 
 
 def test_poison_fills_nan_and_integer_sentinels():
-    floats, ints, unsigned = torch.zeros(4), torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.uint8)
+    floats, ints, unsigned = (
+        torch.zeros(4),
+        torch.zeros(4, dtype=torch.int32),
+        torch.zeros(4, dtype=torch.uint8),
+    )
     assert checks.poison_((floats, [ints, {"u": unsigned}]))[0] is floats
     assert torch.isnan(floats).all()
     assert (ints == torch.iinfo(torch.int32).min).all()
@@ -242,7 +248,9 @@ def test_honest_candidate_writing_into_a_preallocated_output_passes():
 
 
 def test_poisoned_output_left_untouched_fails():
-    verdict = checks.verify_call(lambda a, b, out: None, add_reference, make_pair, output_factory=empty_like_first)
+    verdict = checks.verify_call(
+        lambda a, b, out: None, add_reference, make_pair, output_factory=empty_like_first
+    )
     assert not verdict["passed"]
     assert "NaN" in verdict["diagnostics"]
 

@@ -54,6 +54,15 @@ def main(output: Path) -> int:
         print(f"[{label}] {time.monotonic() - started:.1f}s "
               f"{format_profile_for_log(results[label], profile_deltas(results[label], results['summary']))}")
         print(f"[{label}] diagnostics: {results[label]['diagnostics']}", flush=True)
+    from sandbox_worker.harness_kit.profile_kit import profile_with_kit
+
+    missing = profile_with_kit(lambda: harness.run_case(artifact, case),
+                               request={"level": "summary", "tools": ["ncu"], "experiment_id": "smoke",
+                                        "artifacts_dir": str(output / "no_kernel")},
+                               case=case, kernel_name="no_such_kernel", main_scope=None,
+                               ncu_replay={"harness_path": str(FIXTURE / "harness.py"),
+                                           "kernel_source": artifact.source, "entry": "run_case"})
+    print(f"[no_kernel] status={missing['ncu']['status']} diagnostics={missing['diagnostics']}", flush=True)
     instrumented = load_kernel_module((FIXTURE / "kernel_instrumented.py").read_text())
     x, y = harness._tensors(case)
     trace = proton.collect_instrumentation_trace(lambda: instrumented.add(x, y),
@@ -63,7 +72,8 @@ def main(output: Path) -> int:
           f"scopes={[s['name'] for s in trace['scopes']]} diagnostics={trace['diagnostics']}", flush=True)
     ok = (results["summary"]["proton"]["main_kernel_us"] is not None
           and results["summary"]["ncu"]["summary"]["duration_us"] is not None
-          and results["deep"]["ncu"]["summary"]["duration_us"] is not None)
+          and results["deep"]["ncu"]["summary"]["duration_us"] is not None
+          and missing["ncu"]["status"] == "no_kernel")
     print("SMOKE", "OK" if ok else "FAILED")
     return 0 if ok else 1
 

@@ -38,7 +38,9 @@ def edit_line(source: bytes, index: int, text: str) -> bytes:
 
 
 @pytest.fixture(autouse=True)
-def isolated_vcs_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_vcs_environment(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """No global or system git/hg configuration and no identity from the environment leaks into a test."""
     home = tmp_path_factory.mktemp("home")
     (home / ".hgrc").write_text("")
@@ -133,7 +135,9 @@ class HgRepo:
 
     def hg_bytes(self, *args: str, check: bool = True) -> bytes:
         env = {**os.environ, "HGPLAIN": "1"}
-        result = subprocess.run([str(self.hg_path), *args], cwd=self.root, env=env, capture_output=True, check=False)
+        result = subprocess.run(
+            [str(self.hg_path), *args], cwd=self.root, env=env, capture_output=True, check=False
+        )
         if check and result.returncode != 0:
             raise AssertionError(f"hg {' '.join(args)} failed: {result.stderr.decode()}")
         return result.stdout
@@ -166,8 +170,11 @@ class HgRepo:
     def description(self, revision: str = ".") -> str:
         return self.hg("log", "-r", revision, "-T", "{desc}")
 
-    def author(self, revision: str = ".") -> str:
-        return self.hg("log", "-r", revision, "-T", "{author}")
+    def commit_facts(self, revision: str = ".") -> dict[str, str]:
+        """node, parent, files, author and description of one commit, from a single hg call."""
+        keys = ("node", "parent", "files", "author", "description")
+        template = "{node}\\0{p1.node}\\0{files}\\0{author}\\0{desc}"
+        return dict(zip(keys, self.hg("log", "-r", revision, "-T", template).split("\0"), strict=True))
 
 
 def find_test_hg() -> Path | None:

@@ -32,7 +32,9 @@ def start(repo: GitRepo, committed: bytes, wip: bytes | None = None) -> CommitSe
     return CommitSession.prepare(repository, kernel, source)
 
 
-def promote(session: CommitSession, winner: bytes, subject: str = "Vectorize loads", experiment: str = "r001-c000"):
+def promote(
+    session: CommitSession, winner: bytes, subject: str = "Vectorize loads", experiment: str = "r001-c000"
+):
     plan = session.plan_checkpoint(winner)
     assert plan.ok, plan.reason
     return plan, session.apply_checkpoint(plan, subject, "Performance table here.", experiment)
@@ -69,7 +71,9 @@ def test_clean_target_commit_holds_the_winner_and_nothing_else(git_repo: GitRepo
     )
 
 
-def test_dirty_target_commits_head_plus_agent_delta_and_keeps_user_edits_uncommitted(git_repo: GitRepo) -> None:
+def test_dirty_target_commits_head_plus_agent_delta_and_keeps_user_edits_uncommitted(
+    git_repo: GitRepo,
+) -> None:
     committed = kernel_text()
     wip = edit_line(committed, 2, "x2 = load(ptr + 2)  # user's uncommitted edit")
     session = start(git_repo, committed, wip)
@@ -82,7 +86,9 @@ def test_dirty_target_commits_head_plus_agent_delta_and_keeps_user_edits_uncommi
     assert plan.merged_source == expected_commit and plan.needs_revalidation
     assert record.status == "committed"
     assert git_repo.show("HEAD", KERNEL) == expected_commit
-    assert git_repo.staged(KERNEL) == expected_commit  # the index entry moved with HEAD: no fake staged revert
+    assert (
+        git_repo.staged(KERNEL) == expected_commit
+    )  # the index entry moved with HEAD: no fake staged revert
     assert git_repo.read(KERNEL) == winner  # user's edit + agent's change
     assert git_repo.status() == [f" M {KERNEL}"]
     unstaged = git_repo.git("diff", "--", KERNEL)
@@ -103,7 +109,9 @@ def test_overlapping_edits_are_refused_and_nothing_changes(git_repo: GitRepo) ->
     assert git_repo.head() == head and git_repo.index() == index and git_repo.read(KERNEL) == wip
     assert session.checkpoints == []
     event = format_commit_event(record)
-    assert event.startswith("commit status=failed vcs=git revision=none ") and 'reason="winner overlaps' in event
+    assert (
+        event.startswith("commit status=failed vcs=git revision=none ") and 'reason="winner overlaps' in event
+    )
 
 
 def test_unrelated_staged_modified_and_untracked_files_stay_as_they_were(git_repo: GitRepo) -> None:
@@ -129,7 +137,12 @@ def test_unrelated_staged_modified_and_untracked_files_stay_as_they_were(git_rep
     status_before = [line for line in git_repo.status() if KERNEL not in line]
     index_before = [line for line in git_repo.index().splitlines() if KERNEL not in line]
     assert status_before == [
-        "MM both.txt", " D deleted.txt", " M modified.txt", "A  new-staged.txt", "M  staged.txt", "?? untracked.txt"
+        "MM both.txt",
+        " D deleted.txt",
+        " M modified.txt",
+        "A  new-staged.txt",
+        "M  staged.txt",
+        "?? untracked.txt",
     ]
 
     kernel = git_repo.root / KERNEL
@@ -207,7 +220,9 @@ def test_two_promotions_then_rollback(git_repo: GitRepo) -> None:
     plan, two = promote(session, second, "Second", "r002-c001")
     assert plan.merged_source == second
 
-    rollback = session.commit_rollback("Revert TLX agent promotions", f"Final revalidation failed.\n{ATTRIBUTION}")
+    rollback = session.commit_rollback(
+        "Revert TLX agent promotions", f"Final revalidation failed.\n{ATTRIBUTION}"
+    )
 
     assert [one.status, two.status, rollback.status] == ["committed"] * 3
     assert rollback.kind == "rollback" and rollback.base_revision == two.revision
@@ -380,7 +395,9 @@ def test_prepare_refuses_with_a_reason(git_repo: GitRepo, setup: str, expected: 
         git_repo.commit_all("kernel")
 
     with pytest.raises(VcsPrepareError, match=expected):
-        CommitSession.prepare(Repository("git", git_repo.root.resolve()), kernel, source + b"#" * (setup == "changed"))
+        CommitSession.prepare(
+            Repository("git", git_repo.root.resolve()), kernel, source + b"#" * (setup == "changed")
+        )
 
 
 def test_symlinked_directory_to_the_kernel_is_resolved(git_repo: GitRepo, tmp_path: Path) -> None:
