@@ -15,7 +15,15 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol.bundle import Budget, BundleError, Case, Target, load_budget_file, load_cases_file, load_target_file
+from protocol.bundle import (
+    Budget,
+    BundleError,
+    Case,
+    Target,
+    load_budget_file,
+    load_cases_file,
+    load_target_file,
+)
 
 REQUIRED_HARNESS_FUNCTIONS = ("build", "verify", "benchmark")
 

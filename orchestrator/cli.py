@@ -98,6 +98,16 @@ def fail(message: str, exit_code: int = EXIT_ERROR, **extra: Any) -> int:
     return exit_code
 
 
+def doctor_command(args: argparse.Namespace) -> int:
+    """Probe the isolation layers in a real child process; stdout JSON, stderr the readable table."""
+    from orchestrator.doctor import format_doctor_report, probe_isolation_sync, strict_refusals
+
+    statuses = probe_isolation_sync(args.worker_python, args.isolation)
+    sys.stderr.write(format_doctor_report(statuses) + "\n")
+    emit({"isolation_mode": args.isolation, "layers": statuses, "strict_ok": not strict_refusals(statuses)})
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in (*SUBCOMMANDS, "-h", "--help"):
@@ -114,9 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             emit(all_schemas())
             return EXIT_OK
         if args.command == "doctor":
-            from orchestrator.doctor import doctor_main
-
-            return doctor_main(args)
+            return doctor_command(args)
         from orchestrator.optimize import optimize_main
 
         return optimize_main(args, argv)

@@ -79,6 +79,18 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     config.output_dir = output_dir
     log = LiveLog()
     log.attach_file(output_dir / "live.log")
+    if config.isolation != "off":
+        from orchestrator.doctor import probe_isolation_sync, strict_refusals
+
+        layers = probe_isolation_sync(config.worker_python, config.isolation)
+        config.extra["isolation_layers"] = layers
+        log.event("isolation mode=" + config.isolation + " " + " ".join(f"{k}={v!r}" for k, v in layers.items()))
+        refused = strict_refusals(layers)
+        if config.isolation == "strict" and refused:
+            log.close()
+            return fail(f"--isolation strict: layer(s) {', '.join(refused)} not active on this machine "
+                        f"({'; '.join(f'{k}={layers[k]}' for k in refused)}); run `tlx-agent doctor`, "
+                        "or use --isolation standard", output_dir=str(output_dir))
     artifacts = RunArtifacts(output_dir)
     artifacts.journal("run_started", argv=config.extra["argv"])
     if config.prior_run is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from orchestrator import reporting
+from orchestrator import profiling_policy, reporting
 from orchestrator.artifacts import RunArtifacts, write_json
 from orchestrator.bundle import FrozenBundle, Inputs, check_frozen, freeze_bundle
 from orchestrator.commit_step import CommitStep
@@ -200,7 +200,8 @@ class OptimizationRun:
             "model": self.config.model,
             "profile": self.config.profile,
             "isolation_mode": self.config.isolation,
-            "isolation": self.config.extra.get("isolation_layers", {}),
+            "isolation": {"probe": self.config.extra.get("isolation_layers", {}),
+                          "baseline_worker": self.config.extra.get("isolation_worker", {})},
             "schedule": self.config.schedule,
             "skip_validation": self.config.skip_validation,
             "bundle_lock": self.config.extra.get("bundle_lock"),
@@ -229,10 +230,8 @@ class OptimizationRun:
         if evaluation.status is not EvaluationStatus.OK:
             raise RunAborted(1, f"baseline kernel failed: {evaluation.status.value}: {evaluation.reason}; "
                                 f"fix the kernel or the bundle (worker log: {evaluation.worker.log_path})")
-        if not evaluation.worker.device:
-            self.config.extra.setdefault("device", evaluation.worker.device)
         self.config.extra["device"] = evaluation.worker.device
-        self.config.extra["isolation_layers"] = evaluation.worker.isolation
+        self.config.extra["isolation_worker"] = evaluation.worker.isolation
         self.write_manifest(state)
         return evaluation
 
@@ -351,14 +350,69 @@ class OptimizationRun:
                 evaluations.append(measured)
         record.evaluations = evaluations
         assert candidate is not None
-        verdict = decide(self.inputs.cases, candidate, [e for e in evaluations if e.label == "incumbent"],
-                         self.config.budget, test_seed=secrets.randbelow(2**31), confidence=self.config.confidence)
+        incumbents = [e for e in evaluations if e.label == "incumbent"]
+        test_seed = secrets.randbelow(2**31)
+        verdict = decide(self.inputs.cases, candidate, incumbents, self.config.budget, test_seed=test_seed,
+                         confidence=self.config.confidence)
+        if self.config.profile and candidate.status is EvaluationStatus.OK:
+            veto = await self.profile_evidence(state, record, candidate, incumbent, verdict, deadline)
+            if veto is not None:
+                verdict = decide(self.inputs.cases, candidate, incumbents, self.config.budget, profile_veto=veto,
+                                 test_seed=test_seed, confidence=self.config.confidence)
         self.apply_verdict(record, verdict)
         self.log.event(reporting.decision_line(experiment_id, record))
         self.record(state, record, started)
         if record.decision and record.decision.status is DecisionStatus.PROMOTED:
             return record, Incumbent(experiment_id, proposal.source, source_path, candidate)
         return record, None
+
+    async def profile_evidence(self, state: RunState, record: ExperimentRecord, candidate: Evaluation,
+                               incumbent: Incumbent, verdict: Verdict, deadline: float) -> str | None:
+        """Log Proton/NCU figures and deltas, escalate to a deep profile when the evidence calls for it,
+        and return the NCU regression veto (or None)."""
+        cases = [c.case_id for c in self.inputs.cases]
+        incumbent_profiles = reporting.profiles_by_case(incumbent.evaluation)
+        candidate_profiles = reporting.profiles_by_case(candidate)
+        kernel = profiling_policy.kernel_speedups
+        disagreements = []
+        for case_id in cases:
+            row = next((r for r in verdict.comparisons if r.case_id == case_id), None)
+            speeds = kernel(candidate_profiles.get(case_id), incumbent_profiles.get(case_id))
+            text = profiling_policy.measurements_disagree(row.speedup if row else None, speeds["proton"], speeds["ncu"])
+            if text:
+                disagreements.append(f"{case_id}: {text}")
+        reasons = profiling_policy.deep_profile_reasons(
+            is_baseline=False, is_finalist=False, correct=verdict.decision.gates.get("correct", False),
+            speedup=verdict.aggregate_speedup, min_speedup=self.config.budget.min_speedup,
+            rounds_without_promotion=state.rounds_without_promotion, disagreement="; ".join(disagreements) or None)
+        deep: Evaluation | None = None
+        if reasons and trio.current_time() < deadline:
+            self.log.event(f"{record.experiment_id} deep_profile=taken reasons={','.join(reasons)}"
+                           + (f" disagreement={'; '.join(disagreements)!r}" if disagreements else ""))
+            deep = await self.evaluate(state, label="deep_profile", experiment_id=record.experiment_id,
+                                       kernel_path=Path(record.source_path), tag="deep-profile", deadline=deadline,
+                                       profile_level="deep", profile_reason=",".join(reasons), benchmark=False)
+            record.evaluations.append(deep)
+        else:
+            why = ("clearly below the threshold" if profiling_policy.clearly_slow(verdict.aggregate_speedup,
+                                                                                  self.config.budget.min_speedup)
+                   else "summary evidence is sufficient (not near the threshold, no disagreement, no stagnation)")
+            self.log.event(f"{record.experiment_id} deep_profile=skipped reason={why!r}")
+        profiles = {}
+        veto = None
+        for case_id in cases:
+            mine = (deep.case(case_id).profile if deep and deep.case(case_id) else None) or candidate_profiles.get(case_id)
+            theirs = incumbent_profiles.get(case_id)
+            deltas = profiling_policy.profile_deltas(mine, theirs)
+            profiles[case_id] = {"profile": mine, "deltas": deltas}
+            self.log.event(f"{record.experiment_id} profile case={case_id} "
+                           + profiling_policy.format_profile_for_log(mine, deltas))
+            veto = veto or profiling_policy.ncu_regression_veto(mine, theirs)
+            unchecked = profiling_policy.ncu_veto_unavailable_reason(mine, theirs)
+            if unchecked:
+                profiles[case_id]["veto_diagnostic"] = unchecked
+        write_json(self.artifacts.experiment_dir(record.experiment_id) / "profile.json", profiles)
+        return veto
 
     @staticmethod
     def apply_verdict(record: ExperimentRecord, verdict: Verdict) -> None:

@@ -3,10 +3,11 @@
 Only write-ish rights are *handled*, so reading and executing stay allowed everywhere (compilers, the
 driver libraries, the frozen bundle); every handled right is then granted only beneath the writable
 directories. `/dev` gets file writes and device ioctls (IOCTL_DEV, ABI >= 5) so CUDA keeps working,
-`/dev/shm` gets everything (shared-memory files), `/proc/self` gets file writes. REFER is handled and
-granted on the writable directories because Triton's cache renames files across directories, which
-Landlock otherwise refuses with EXDEV. With ABI >= 6 the sandbox also may not signal processes outside
-it (the orchestrator) or reach abstract UNIX sockets created outside it.
+`/dev/shm` gets everything (shared-memory files), and `/proc/self` (all of `/proc` for a non-root
+worker, see `proc_write_scope`) gets file writes. REFER is handled and granted on the writable
+directories because Triton's cache renames files across directories, which Landlock otherwise refuses
+with EXDEV. With ABI >= 6 the sandbox also may not signal processes outside it (the orchestrator) or
+reach abstract UNIX sockets created outside it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _WRITE_RIGHTS_ABI1 = (FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_C
 DEVICE_DIR = "/dev"
 SHARED_MEMORY_DIR = "/dev/shm"
 OWN_PROC_DIR = "/proc/self"
+PROC_DIR = "/proc"
 
 
 class RulesetAttr(ctypes.Structure):
@@ -108,12 +110,25 @@ def _add_path_rule(ruleset_fd: int, path: str, allowed: int) -> None:
         os.close(fd)
 
 
-def special_dir_rights(abi: int) -> dict[str, int]:
+def proc_write_scope(euid: int) -> str:
+    """Where in /proc writes are allowed.
+
+    The CUDA driver names its threads with fopen("/proc/self/task/<tid>/comm", "w") and fails to
+    initialize (cudaErrorOsCallFailed) when that is refused, in every process that uses CUDA. For a
+    non-root worker all of /proc is fine: DAC already keeps it out of /proc/sys and other users'
+    processes. A uid-0 worker keeps uid 0 inside its user namespace and could write
+    /proc/sys/kernel/core_pattern, so it only gets its own /proc/<pid>, which child processes
+    (an ncu-profiled target, say) cannot use.
+    """
+    return PROC_DIR if euid != 0 else OWN_PROC_DIR
+
+
+def special_dir_rights(abi: int, euid: int) -> dict[str, int]:
     """Writable system places every CUDA process needs, with the rights they get."""
     handled = handled_write_rights(abi)
     device = (FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV) & handled
-    own_proc = (FS_WRITE_FILE | FS_TRUNCATE) & handled  # procfs files are "regular": "w" opens truncate
-    return {DEVICE_DIR: device, SHARED_MEMORY_DIR: handled, OWN_PROC_DIR: own_proc}
+    proc = (FS_WRITE_FILE | FS_TRUNCATE) & handled  # procfs files are "regular": "w" opens truncate
+    return {DEVICE_DIR: device, SHARED_MEMORY_DIR: handled, proc_write_scope(euid): proc}
 
 
 def restrict_writes(writable_dirs: Iterable[str]) -> tuple[int, list[str]]:
@@ -131,7 +146,8 @@ def restrict_writes(writable_dirs: Iterable[str]) -> tuple[int, list[str]]:
     try:
         # Rules on the same inode are merged (OR-ed) by the kernel, so overlaps are harmless.
         rules = [(path, handled) for path in writable_dirs]
-        rules += [(path, rights) for path, rights in special_dir_rights(abi).items() if os.path.isdir(path)]
+        specials = special_dir_rights(abi, os.geteuid())
+        rules += [(path, rights) for path, rights in specials.items() if os.path.isdir(path)]
         for path, rights in rules:
             try:
                 _add_path_rule(ruleset_fd, path, rights)

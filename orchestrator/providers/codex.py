@@ -275,12 +275,12 @@ class CodexProvider:
 
     def prepare_workspace(self, context: ProposalContext) -> tuple[Path, str]:
         """Create the workspace files; returns the workspace and the prompt text for the command line."""
+        evidence = build_prompt(context, max_chars=self.max_prompt_chars, include_source=False)
         if context.workspace_root is not None:
             context.workspace_root.mkdir(parents=True, exist_ok=True)
         workspace = Path(
             tempfile.mkdtemp(prefix=f"codex-{context.experiment_id}-", dir=context.workspace_root)
         ).resolve()
-        evidence = build_prompt(context, max_chars=self.max_prompt_chars, include_source=False)
         (workspace / CANDIDATE_FILE).write_text(context.incumbent_source, encoding="utf-8")
         original = workspace / ORIGINAL_FILE
         original.write_text(context.incumbent_source, encoding="utf-8")

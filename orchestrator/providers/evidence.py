@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.providers.base import ProposalContext, ProposalError
-from orchestrator.providers.contract import normalize_source
+from orchestrator.source_digest import normalized_digest
 from protocol.results import (
     CaseMeasurement,
     DecisionStatus,
@@ -36,10 +36,11 @@ from protocol.results import (
 def normalized_source_digest(source: str) -> str:
     """sha256 of the source without comments, blank lines and trailing whitespace.
 
-    Two sources that differ only in comments or layout of blank lines get the same digest, so the run
-    loop treats a comment-only "change" as a duplicate.
+    Two sources that differ only in comments or blank lines get the same digest, so a comment-only
+    "change" is a duplicate. This is the run loop's own dedup digest (`orchestrator.source_digest`), so
+    prior-run digests, `excluded_digests` and the tuner's checks all speak the same hash.
     """
-    return hashlib.sha256(normalize_source(source).encode("utf-8")).hexdigest()
+    return normalized_digest(source)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -358,6 +359,8 @@ def evidence_terms(context: ProposalContext) -> frozenset[str]:
 # ---------------------------------------------------------------------------------------------------------
 # Prompt sections
 
+MAX_PRIOR_EVIDENCE = 12  # prior-run outcomes shown to a generator
+
 PROMPT_PREAMBLE = """\
 You are optimizing one Triton/TLX GPU kernel file for lower end-to-end latency with identical results.
 Rules:
@@ -528,7 +531,6 @@ _SHRINK_ORDER = (
     "prior", "reference", "measurements", "accepted", "guidance", "cases", "exclusions",
     "prior", "reference", "accepted", "exclusions",
 )
-MAX_PRIOR_EVIDENCE = 12
 
 
 def _render(sections: Mapping[str, _Section], secrets: Sequence[str]) -> str:
@@ -596,7 +598,7 @@ MAX_PRIOR_WARNINGS = 20
 EXPERIMENT_ID = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
 
 
-class PriorRunError(Exception):
+class PriorRunError(ValueError):
     """The prior run cannot be read at all (missing, oversized or malformed experiments.json)."""
 
 

@@ -11,7 +11,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from orchestrator.providers.base import Proposal, ProposalContext, ProposalError, ProviderConfigError, ProviderExhausted
+from orchestrator.providers.base import (
+    Proposal,
+    ProposalContext,
+    ProposalError,
+    ProviderConfigError,
+    ProviderExhausted,
+)
 from protocol.results import CandidateMetadata
 
 

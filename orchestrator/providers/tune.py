@@ -239,7 +239,7 @@ class _Attempt:
     new: int
     configuration: tuple[tuple[str, int], ...]
     round_index: int
-    slot_index: int
+    digests: frozenset[str]  # raw and normalized sha256 of the proposed source, to match history records
 
 
 @dataclass
@@ -276,6 +276,17 @@ def _outcome(record: ExperimentRecord) -> str:
     return "neutral"
 
 
+@dataclass(frozen=True)
+class _Move:
+    score: float
+    order: int  # knob position in the source: the deterministic tie-breaker
+    knob: Knob
+    direction: int
+    value: int
+    source: str
+    configuration: tuple[tuple[str, int], ...]
+
+
 class TuneProvider:
     """Evidence-driven single-knob tuning; proposals are sequential so each sees the last result."""
 
@@ -283,21 +294,16 @@ class TuneProvider:
     concurrent = False
 
     def __init__(self) -> None:
-        self._attempts: dict[str, _Attempt] = {}  # by raw and by normalized digest of the proposed source
-
-    def _remember(self, source: str, attempt: _Attempt) -> None:
-        self._attempts[_sha256(source)] = attempt
-        self._attempts[normalized_source_digest(source)] = attempt
+        self._attempts: list[_Attempt] = []
 
     def _attempt_for(self, record: ExperimentRecord) -> _Attempt | None:
-        for digest in (record.normalized_sha256, record.source_sha256):
-            if digest and digest in self._attempts:
-                return self._attempts[digest]
-        return None
+        digests = {record.normalized_sha256, record.source_sha256} - {""}
+        return next((attempt for attempt in self._attempts if attempt.digests & digests), None)
 
     def _lessons(self, context: ProposalContext) -> _Lessons:
-        lessons = _Lessons()
-        recorded: set[int] = set()
+        """What the run's history says about this provider's earlier attempts (and others' sources)."""
+        lessons = _Lessons(tried={attempt.configuration for attempt in self._attempts})
+        recorded: list[_Attempt] = []
         for record in context.history:
             attempt = self._attempt_for(record)
             if attempt is None:
@@ -305,33 +311,30 @@ class TuneProvider:
                 if configuration:
                     lessons.tried.add(configuration)
                 continue
-            recorded.add(id(attempt))
-            lessons.tried.add(attempt.configuration)
+            recorded.append(attempt)
             side = (attempt.knob_key, attempt.direction)
             outcome = _outcome(record)
             speedup = record.aggregate_speedup
             if outcome in ("regressed", "broken"):
-                previous = lessons.blocked.get(side)
-                closer = attempt.new if previous is None else (
-                    min(previous, attempt.new) if attempt.direction == UP else max(previous, attempt.new)
-                )
-                lessons.blocked[side] = closer
+                previous = lessons.blocked.get(side, attempt.new)
+                lessons.blocked[side] = min(previous, attempt.new) if attempt.direction == UP else max(previous, attempt.new)
                 label = f"{speedup:.3f}x" if speedup is not None and outcome == "regressed" else outcome
                 lessons.notes.append(f"{attempt.knob_name} {attempt.old}->{attempt.new} {label}")
             elif outcome == "helped" or (speedup is not None and speedup > 1.0):
                 lessons.helped[side] = max(lessons.helped.get(side, 0.0), speedup or 1.0)
                 label = f"{speedup:.3f}x" if speedup is not None else "promoted"
                 lessons.notes.append(f"{attempt.knob_name} {attempt.old}->{attempt.new} helped ({label})")
-        for attempt in {id(a): a for a in self._attempts.values()}.values():
-            lessons.tried.add(attempt.configuration)
-            if id(attempt) not in recorded and attempt.round_index == context.round_index:
-                lessons.pending_knobs.add(attempt.knob_key)
+        lessons.pending_knobs = {
+            attempt.knob_key
+            for attempt in self._attempts
+            if attempt.round_index == context.round_index and all(attempt is not done for done in recorded)
+        }
         return lessons
 
-    def _moves(self, context: ProposalContext, knobs: list[Knob], lessons: _Lessons, bottleneck: str):
-        """Untried single-knob changes as (score, order, knob, direction, value, source), best first."""
+    def _moves(self, context: ProposalContext, knobs: list[Knob], lessons: _Lessons, bottleneck: str) -> list[_Move]:
+        """For each knob and direction, the nearest untried, unblocked value; best score first."""
         preferences = _PREFERENCES.get(bottleneck, _PREFERENCES["unknown"])
-        base_configuration = dict(knob_configuration(knobs))
+        incumbent = dict(knob_configuration(knobs))
         moves = []
         for order, knob in enumerate(knobs):
             for direction in (UP, DOWN):
@@ -340,24 +343,20 @@ class TuneProvider:
                 value = knob.value
                 while (value := next_value(knob, direction, value)) is not None:
                     if limit is not None and (value >= limit if direction == UP else value <= limit):
-                        break
-                    configuration = tuple(sorted({**base_configuration, knob.key: value}.items()))
+                        break  # this direction regressed or broke the kernel at `limit`
+                    configuration = tuple(sorted({**incumbent, knob.key: value}.items()))
                     if configuration in lessons.tried:
                         continue
                     source = apply_knob(context.incumbent_source, knob, value)
                     if {_sha256(source), normalized_source_digest(source)} & context.excluded_digests:
-                        lessons.tried.add(configuration)
                         continue
                     score = preferences.get((knob.kind, direction), 0.1)
-                    if side in lessons.helped:
-                        score += 3.0
-                    if knob.key in lessons.pending_knobs:
-                        score -= 5.0  # another slot of this round already moves this knob
-                    score -= 0.5 * abs(knob.domain.index(value) - _nearest_index(knob)) if value in knob.domain else 0
-                    moves.append((score, order, knob, direction, value, source, configuration))
+                    score += 3.0 if side in lessons.helped else 0.0
+                    score -= 5.0 if knob.key in lessons.pending_knobs else 0.0  # another slot moves this knob now
+                    score -= 0.5 * abs(knob.domain.index(value) - _nearest_index(knob))  # prefer small steps
+                    moves.append(_Move(score, order, knob, direction, value, source, configuration))
                     break
-        moves.sort(key=lambda move: (-move[0], move[1], -move[3]))
-        return moves
+        return sorted(moves, key=lambda move: (-move.score, move.order, -move.direction))
 
     async def propose(self, context: ProposalContext) -> Proposal:
         knobs = find_knobs(context.incumbent_source)
@@ -373,13 +372,22 @@ class TuneProvider:
                 f"tune has no untried configuration left for {len(knobs)} knobs "
                 f"({', '.join(sorted({k.name for k in knobs}))})"
             )
-        _, _, knob, direction, value, source, configuration = moves[0]
-        metadata = _metadata(knob, direction, value, bottleneck, bottleneck_evidence, lessons.notes)
-        proposal = validate_proposal(source, metadata, context.incumbent_source, evidence_terms=evidence_terms(context))
-        self._remember(
-            source,
-            _Attempt(knob.key, knob.name, direction, knob.value, value, configuration, context.round_index,
-                     context.slot_index),
+        best = moves[0]
+        metadata = _metadata(best.knob, best.direction, best.value, bottleneck, bottleneck_evidence, lessons.notes)
+        proposal = validate_proposal(
+            best.source, metadata, context.incumbent_source, evidence_terms=evidence_terms(context)
+        )
+        self._attempts.append(
+            _Attempt(
+                knob_key=best.knob.key,
+                knob_name=best.knob.name,
+                direction=best.direction,
+                old=best.knob.value,
+                new=best.value,
+                configuration=best.configuration,
+                round_index=context.round_index,
+                digests=frozenset({_sha256(best.source), normalized_source_digest(best.source)}),
+            )
         )
         return proposal
 

@@ -16,15 +16,16 @@ here follow `reference/peers.md` §3a and §4:
 - sampling is adaptive: at least `repetitions` samples (the orchestrator's lower bound), then stop when
   the relative standard error of the mean is under `target_rse` (nvbench's 0.5 %) or `budget_seconds`
   of sampling is spent, never more than `max_samples`;
-- short kernels (under ~20 µs) are dominated by launch overhead with per-call events (H200: 4.5 µs
-  with events vs 1.2 µs with graphs for the same kernel, CV 5.7 % vs 0.26 %), so "cuda_graph" mode
-  captures the call in one CUDA graph and the flush in another, and times each replay of the call
-  graph with its own event pair, the flush graph replayed (untimed) just before. We chose "events
-  around each replay" over "K unrolled (flush, call) pairs minus a flush-only graph" because the
-  subtraction adds the flush's own noise (tens of µs) to a µs-sized sample; the price is the device
-  side graph-launch latency (a constant ~1 µs in every sample, the same for baseline and candidate).
-  The flush in front of each timed replay keeps the GPU busy while the host queues the event and
-  graph launch, so host-side launch cost stays outside the timed window;
+- short kernels (under ~20 µs) are dominated by launch latency with per-call events (H200, a 2^16
+  fp32 vector add: 4.1 µs with events vs 1.2 µs with do_bench_cudagraph), so "cuda_graph" mode
+  captures K = 20 unrolled (flush, call) pairs in one CUDA graph and K flushes alone in another,
+  replays both back to back between three events, and takes (pairs - flushes) / K as one sample.
+  The graph-launch latency is in both terms and cancels, the flush still precedes every call, and
+  averaging K calls tames the flush's own noise that the subtraction adds. We tried the other
+  option first ("events around each replay of a one-call graph"): on the H200 it read 4.1 µs for
+  that vector add, no better than plain events, because the device-side latency of launching a
+  graph is inside the event pair. A sample here is a mean of K calls, so it scatters less than a
+  single call would; it is clamped to 0.001 µs should noise ever make it negative;
 - on a CPU (or with TRITON_INTERPRET=1) each call is timed with `time.perf_counter_ns`.
 
 `check_last(output)` is called with the output of the last timed call, so a harness can re-check it
@@ -69,6 +70,7 @@ GRAPH_THRESHOLD_US = 20.0  # "auto" uses CUDA graphs for calls shorter than this
 MIN_SAMPLES_FOR_RSE = 5  # the standard error of 2-4 samples says little; never stop on it earlier
 MIN_WARMUP_CALLS_CPU = 1  # an interpreted Triton call can take a second: one warm-up call compiles it
 MIN_WARMUP_CALLS_CUDA = 3  # also the probe that "auto" reads
+GRAPH_UNROLL = 20  # (flush, call) pairs per graph replay in "cuda_graph" mode
 WARMUP_SIDE_STREAM_CALLS = 3  # eager calls on the capture stream before a graph capture (torch docs)
 FENCE_CALIBRATION_CALLS = 16
 STREAM_ESCAPE_MIN_US = 5.0  # drains this much longer than the calibrated ones count as hidden work
@@ -419,7 +421,9 @@ def _measure_cuda(
                     check_last(output)
                 return _result(
                     samples,
-                    warmup_count=len(warmup) + WARMUP_SIDE_STREAM_CALLS + len(graph_warmup),
+                    warmup_count=len(warmup)
+                    + WARMUP_SIDE_STREAM_CALLS
+                    + GRAPH_UNROLL * len(graph_warmup),
                     cache_policy=CACHE_POLICY_CUDA_GRAPH,
                     stats=stats,
                     mode="cuda_graph",
@@ -525,8 +529,8 @@ def _stream_escape(
 
 
 class _GraphTimer:
-    """The call captured once in a CUDA graph, the flush in another; each sample times one replay of
-    the call graph with an event pair, right after an (untimed) replay of the flush graph."""
+    """K unrolled (flush, call) pairs captured in one CUDA graph and K flushes in another; a sample
+    is (time of the pairs replay - time of the flushes replay) / K, both timed back to back."""
 
     def __init__(
         self, fn: Callable[[], Any], flush_buffer: Any, device: Any, *, poison_outputs: bool
@@ -536,14 +540,20 @@ class _GraphTimer:
         self._torch = torch
         self._device = device
         self._poison_outputs = poison_outputs
-        self._flush_graph = self._capture(flush_buffer.zero_)
+        self._flushes_graph = self._capture(lambda: self._unrolled(flush_buffer.zero_))
         self._warm_on_side_stream(fn)
-        self._call_graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._call_graph):
-            self._static_output = fn()
+        outputs: list[Any] = []
+        self._pairs_graph = self._capture(lambda: self._unrolled(lambda: outputs.append(fn()) or flush_buffer.zero_()))
+        self._static_output = outputs[-1]  # written by the last call of every replay
         torch.cuda.synchronize(device)
         self._start = torch.cuda.Event(enable_timing=True)
+        self._middle = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
+
+    @staticmethod
+    def _unrolled(body: Callable[[], Any]) -> None:
+        for _ in range(GRAPH_UNROLL):
+            body()
 
     def _capture(self, body: Callable[[], Any]) -> Any:
         graph = self._torch.cuda.CUDAGraph()
@@ -570,9 +580,12 @@ class _GraphTimer:
             # A graph that does not rewrite its outputs (work done once, eagerly, during capture)
             # leaves poison behind for check_last instead of the capture-time answer.
             poison_(self._static_output)
-        self._flush_graph.replay()
         self._start.record(stream)
-        self._call_graph.replay()
+        self._pairs_graph.replay()
+        self._middle.record(stream)
+        self._flushes_graph.replay()
         self._end.record(stream)
         torch.cuda.synchronize(self._device)
-        return max(self._start.elapsed_time(self._end) * 1000.0, 1e-3), self._static_output
+        pairs_us = self._start.elapsed_time(self._middle) * 1000.0
+        flushes_us = self._middle.elapsed_time(self._end) * 1000.0
+        return max((pairs_us - flushes_us) / GRAPH_UNROLL, 1e-3), self._static_output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 
@@ -192,3 +193,18 @@ def test_matmul_first_choice_follows_compute_evidence():
     proposal = trio.run(TuneProvider().propose, context(source=MATMUL, incumbent=compute))
     assert changed_lines(MATMUL, proposal.source) and "compute" in proposal.metadata.hypothesis
     assert "BLOCK_M from 64 to 128" in proposal.metadata.hypothesis
+
+
+def test_configurations_from_other_generators_are_not_repeated(tmp_path):
+    replayed = tmp_path / "kernel.py"
+    replayed.write_text(VECTOR_ADD.replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 128  # from a replay"))
+    history = (record("r001-c000", speedup=1.0, source_path=str(replayed)),)
+    proposal = trio.run(TuneProvider().propose, context(history=history, round_index=2))
+    assert block_size(proposal.source) == 256
+
+
+def test_proposes_without_measurements_and_says_so():
+    unmeasured = dataclasses.replace(context(), incumbent_evaluation=None, baseline_evaluation=None)
+    proposal = trio.run(TuneProvider().propose, unmeasured)
+    assert block_size(proposal.source) == 128
+    assert "no incumbent evaluation" in proposal.metadata.evidence and "BLOCK_SIZE=64 at line 5" in proposal.metadata.evidence
