@@ -42,7 +42,8 @@ def _read_text(path: Path, what: str) -> str:
     if path.is_dir():
         raise BundleError(f"{what} path {path} is a directory; pass the file itself")
     try:
-        return path.read_text(encoding="utf-8")
+        # bytes-exact (no newline translation): the commit step compares this with the file on disk
+        return path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BundleError(f"{what} file {path} cannot be read ({exc}); check its permissions and encoding") from None
 

@@ -84,6 +84,11 @@ class CommitStep:
         session = self.session
         plan = await trio.to_thread.run_sync(session.plan_checkpoint, winner_source.encode("utf-8"))
         subject, body = self._message(record)
+        if not plan.ok and getattr(plan, "nothing_to_commit", False):
+            self._save(CommitRecord(status="skipped", vcs=session.vcs, repository=str(session.repository_root),
+                                    file=session.relpath, subject=subject, base_revision=session.base_revision,
+                                    reason=plan.reason, kind="promotion", experiment_id=record.experiment_id))
+            return True
         if not plan.ok:
             self._save(CommitRecord(status="failed", vcs=session.vcs, repository=str(session.repository_root),
                                     file=session.relpath, subject=subject, base_revision=session.base_revision,

@@ -130,7 +130,24 @@ def check_filesystem(config: dict[str, Any], outside: str | None) -> list[str]:
     if code:
         raise ProbeBreakage(f"writing /dev/null failed with {errno.errorcode.get(code, code)}")
     notes.append(f"writes inside {len(dirs)} dirs and /dev/null work")
+    notes += check_cuda_thread_naming()
     return notes
+
+
+def check_cuda_thread_naming() -> list[str]:
+    """CUDA fails to initialize unless a process can fopen its /proc/self/task/<tid>/comm for writing."""
+    own = f"/proc/self/task/{threading.get_native_id()}/comm"
+    code = _errno_of(lambda: _write(own))
+    if code:
+        raise ProbeBreakage(f"writing {own} failed with {errno.errorcode.get(code, code)}: CUDA cannot initialize")
+    child = subprocess.run(
+        [sys.executable, "-c", "open('/proc/self/comm', 'w').write('probe-child')"],
+        check=False, stdin=subprocess.DEVNULL, capture_output=True,
+    )
+    if child.returncode == 0:
+        return ["CUDA thread naming (/proc/self/task/*/comm) works here and in child processes"]
+    return ["CUDA thread naming works in this process only: child processes (an ncu-profiled target) "
+            "cannot initialize CUDA; run workers as a non-root uid to allow it"]
 
 
 def _syscall_errno(name: str, *args: int) -> int:

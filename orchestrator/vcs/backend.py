@@ -46,8 +46,9 @@ class VcsBackend(Protocol):
     vcs: str
     root: Path
 
-    def prepare_target(self, relpath: str) -> tuple[HeadState, bytes]:
-        """HEAD and ``relpath`` as committed there (working-tree form); VcsPrepareError when not committable."""
+    def prepare_target(self, relpath: str, start_source: bytes) -> tuple[HeadState, bytes]:
+        """HEAD and ``relpath`` as committed there, in working-tree form (``start_source`` itself when it is
+        what HEAD holds); VcsPrepareError when the checkout cannot take the commit."""
 
     def head(self) -> HeadState | None:
         """The current HEAD, or None when the repository has no commit."""

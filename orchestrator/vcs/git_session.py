@@ -138,7 +138,7 @@ class GitBackend:
         ref_status, ref, _ = self._call("symbolic-ref", "-q", "HEAD")
         return HeadState(out.decode().strip(), ref.decode().strip() if ref_status == 0 else None)
 
-    def prepare_target(self, relpath: str) -> tuple[HeadState, bytes]:
+    def prepare_target(self, relpath: str, start_source: bytes) -> tuple[HeadState, bytes]:
         head = self.head()
         if head is None:
             raise VcsPrepareError(
@@ -162,6 +162,8 @@ class GitBackend:
             raise VcsPrepareError(f"{relpath} is not tracked at HEAD in {self.root}; commit it first")
         if entry.mode not in ("100644", "100755"):
             raise VcsPrepareError(f"{relpath} is not a regular file at HEAD (mode {entry.mode})")
+        if self._blob_id(start_source, relpath, write=False) == entry.blob:
+            return head, start_source  # clean, even where eol or smudge filters make the bytes differ
         return head, self.committed_source(head.revision, relpath)
 
     def committed_source(self, revision: str, relpath: str) -> bytes:
@@ -192,10 +194,10 @@ class GitBackend:
     def _blob(self, blob: str) -> bytes:
         return self._run("cat-file", "blob", blob)
 
-    def _store_blob(self, content: bytes, relpath: str | None) -> str:
-        """Write a blob; with ``relpath`` the path's clean filters apply, as ``git add`` would."""
+    def _blob_id(self, content: bytes, relpath: str | None, *, write: bool = True) -> str:
+        """The blob id (stored unless ``write`` is off); with ``relpath`` its clean filters apply, as for git add."""
         where = [f"--path={relpath}"] if relpath is not None else ["--no-filters"]
-        return self._text("hash-object", "-w", *where, "--stdin", stdin=content)
+        return self._text("hash-object", *(["-w"] if write else []), *where, "--stdin", stdin=content)
 
     # -- commit ----------------------------------------------------------------------------------------------
 
@@ -203,7 +205,7 @@ class GitBackend:
         base_entry = self._tree_entry(commit.base.revision, commit.relpath)
         if base_entry is None:
             raise CommitRefused(f"{commit.relpath} is not tracked at {commit.base.revision[:12]}")
-        new_blob = self._store_blob(commit.content, commit.relpath)
+        new_blob = self._blob_id(commit.content, commit.relpath)
         tree = self._tree_with_blob(commit.base.revision, commit.relpath, base_entry.mode, new_blob)
         revision = self._commit_tree(tree, commit.base.revision, commit.message)
 
@@ -290,7 +292,7 @@ class GitBackend:
                 return [
                     f"the staged version of {relpath} overlaps the agent's change; its index entry was left as is"
                 ]
-            staged = self._store_blob(merged.merged, None)
+            staged = self._blob_id(merged.merged, None)
         try:
             self._run_retrying_locks("update-index", "--cacheinfo", f"{entry.mode},{staged},{relpath}")
         except GitCommandFailed as exc:

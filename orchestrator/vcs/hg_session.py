@@ -9,11 +9,11 @@ the compare-and-swap: it aborts the commit, inside hg's lock, if the working par
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from orchestrator.vcs.backend import CommitOutcome, FileCommit, HeadState, head_moved_reason
@@ -94,8 +94,9 @@ class HgBackend:
         node, _, branch = self._run("log", "-r", ".", "-T", "{node} {branch}").decode().partition(" ")
         return None if node == NULL_NODE else HeadState(node, branch or None)
 
-    def prepare_target(self, relpath: str) -> tuple[HeadState, bytes]:
+    def prepare_target(self, relpath: str, start_source: bytes) -> tuple[HeadState, bytes]:
         # Each hg call starts a Python interpreter (~0.2 s), so the checks share as few calls as possible.
+        # ``start_source`` is not needed: hg applies no encode/decode filters unless configured to.
         parents = self._run("log", "-r", "parents()", "-T", "{node} {branch}\n").decode().splitlines()
         if not parents:
             raise VcsPrepareError(
@@ -120,9 +121,6 @@ class HgBackend:
             )
         return HeadState(node, branch or None), committed.stdout
 
-    def committed_source(self, revision: str, relpath: str) -> bytes:
-        return self._run("cat", "-r", revision, f"path:{relpath}")
-
     def _user_arguments(self) -> list[str]:
         """``-u`` only where hg would otherwise invent or refuse a username (asked once per session)."""
         if self._username_configured is None:
@@ -132,6 +130,7 @@ class HgBackend:
         return [] if self._username_configured else ["-u", FALLBACK_USER]
 
     def commit_file(self, commit: FileCommit) -> CommitOutcome:
+        user = self._user_arguments()
         current = self.head()
         if current != commit.base:
             raise CommitRefused(head_moved_reason(commit.base, current))
@@ -139,28 +138,43 @@ class HgBackend:
             raise CommitRefused(
                 f"kernel file {commit.relpath} changed on disk while committing; not overwritten"
             )
-        backup = (
-            self.root / ".hg" / "tlx-agent-wip" / hashlib.sha256(commit.relpath.encode()).hexdigest()[:16]
-        )
-        backup.parent.mkdir(exist_ok=True)
-        backup.write_bytes(commit.expected_disk)
-        committed = False
+        backup = self._save_backup(commit.expected_disk)
+        result: subprocess.CompletedProcess[bytes] | None = None
         try:
             write_atomically(commit.kernel_path, commit.content)
             result = self._call(
-                "commit", "-m", commit.message, *self._user_arguments(),
+                "commit", "-m", commit.message, *user,
                 "--config", f"hooks.precommit.tlx-agent-cas=test \"$HG_PARENT1\" = {commit.base.revision}",
                 "--", f"path:{commit.relpath}",
             )  # fmt: skip
-            if result.returncode != 0:
-                raise CommitRefused(self._commit_failure(result, commit.base))
-            committed = True
         finally:
+            committed = result is not None and result.returncode == 0
             restored = commit.working_content if committed else commit.expected_disk
-            if read_bytes_or_none(commit.kernel_path) != restored:
-                write_atomically(commit.kernel_path, restored)
-            backup.unlink()
-        return self._verify(commit)
+            on_disk = read_bytes_or_none(commit.kernel_path)
+            foreign_edit = on_disk not in (commit.content, restored)
+            if not foreign_edit:
+                if on_disk != restored:
+                    write_atomically(commit.kernel_path, restored)
+                backup.unlink()
+        note = (
+            f"kernel file {commit.relpath} changed on disk during hg commit and was left as is; the working "
+            f"content from before the commit is saved in {backup}"
+            if foreign_edit
+            else ""
+        )
+        if not committed:
+            assert result is not None  # an exception before hg ran has already propagated
+            raise CommitRefused("; ".join(filter(None, [self._commit_failure(result, commit.base), note])))
+        outcome = self._verify(commit)
+        return CommitOutcome(outcome.revision, [*outcome.notes, *filter(None, [note])])
+
+    def _save_backup(self, working: bytes) -> Path:
+        """A copy of the user's working file for the moment the merged content stands in for it."""
+        folder = self.root / ".hg" / "tlx-agent-wip"
+        folder.mkdir(exist_ok=True)
+        backup = folder / f"kernel-{os.getpid()}-{time.time_ns()}"
+        backup.write_bytes(working)
+        return backup
 
     def _commit_failure(self, result: subprocess.CompletedProcess[bytes], base: HeadState) -> str:
         if b"tlx-agent-cas" in result.stderr + result.stdout:

@@ -17,7 +17,7 @@ from typing import Literal
 
 from orchestrator.vcs.backend import FileCommit, HeadState, VcsBackend, head_moved_reason
 from orchestrator.vcs.detect import Repository, kernel_location
-from orchestrator.vcs.errors import VcsError, VcsPrepareError
+from orchestrator.vcs.errors import CommitRefused, VcsError, VcsPrepareError
 from orchestrator.vcs.git_session import GitBackend
 from orchestrator.vcs.hg_session import HgBackend
 from orchestrator.vcs.merge import merge_three_way
@@ -45,7 +45,8 @@ class CheckpointPlan:
 
 
 def backend_for(repository: Repository) -> VcsBackend:
-    return GitBackend(repository.root) if repository.vcs == "git" else HgBackend(repository.root)
+    root = repository.root.resolve()
+    return GitBackend(root) if repository.vcs == "git" else HgBackend(root)
 
 
 class CommitSession:
@@ -80,12 +81,12 @@ class CommitSession:
         if read_bytes_or_none(kernel) != start_source:
             raise VcsPrepareError(f"the kernel {kernel} is missing or changed since it was read; start again")
         try:
-            relpath = kernel.relative_to(repository.root).as_posix()
+            relpath = kernel.relative_to(repository.root.resolve()).as_posix()
         except ValueError:
             raise VcsPrepareError(f"the kernel {kernel} is not inside {repository.root}") from None
         try:
             backend = backend_for(repository)
-            head, committed = backend.prepare_target(relpath)
+            head, committed = backend.prepare_target(relpath, start_source)
         except VcsPrepareError:
             raise
         except VcsError as exc:
@@ -108,7 +109,10 @@ class CommitSession:
 
     def plan_checkpoint(self, winner_source: bytes) -> CheckpointPlan:
         """Merge the agent's delta onto the committed kernel, or say why it cannot be committed."""
-        refusal = self._drift()
+        try:
+            refusal = self._drift()
+        except (VcsError, OSError) as exc:
+            refusal = f"the repository could not be inspected: {_one_line(exc)}"
         if refusal:
             return CheckpointPlan(False, refusal, None, False, winner_source, self.base_revision)
         merge = merge_three_way(self._committed, self._expected_disk, winner_source)
@@ -206,7 +210,7 @@ class CommitSession:
             )
             outcome = self._backend.commit_file(commit)
         except (VcsError, OSError) as exc:
-            reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            reason = _one_line(exc)
             return self._record("failed", kind, subject, reason=reason, experiment_id=experiment_id)
         base = self._head.revision
         self._head = HeadState(outcome.revision, self._head.ref)
@@ -240,3 +244,9 @@ class CommitSession:
             kind=kind,
             experiment_id=experiment_id,
         )
+
+
+def _one_line(exc: BaseException) -> str:
+    """A refusal reads as itself; anything unexpected keeps its type so the reader knows what broke."""
+    text = str(exc) if isinstance(exc, CommitRefused) else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())

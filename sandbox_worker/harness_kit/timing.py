@@ -421,9 +421,7 @@ def _measure_cuda(
                     check_last(output)
                 return _result(
                     samples,
-                    warmup_count=len(warmup)
-                    + WARMUP_SIDE_STREAM_CALLS
-                    + GRAPH_UNROLL * len(graph_warmup),
+                    warmup_count=len(warmup) + WARMUP_SIDE_STREAM_CALLS + GRAPH_UNROLL * len(graph_warmup),
                     cache_policy=CACHE_POLICY_CUDA_GRAPH,
                     stats=stats,
                     mode="cuda_graph",
@@ -542,9 +540,14 @@ class _GraphTimer:
         self._poison_outputs = poison_outputs
         self._flushes_graph = self._capture(lambda: self._unrolled(flush_buffer.zero_))
         self._warm_on_side_stream(fn)
-        outputs: list[Any] = []
-        self._pairs_graph = self._capture(lambda: self._unrolled(lambda: outputs.append(fn()) or flush_buffer.zero_()))
-        self._static_output = outputs[-1]  # written by the last call of every replay
+        outputs: list[Any] = [None]
+
+        def flush_then_call() -> None:
+            flush_buffer.zero_()
+            outputs[0] = fn()  # earlier outputs are freed: the graph's pool reuses their memory
+
+        self._pairs_graph = self._capture(lambda: self._unrolled(flush_then_call))
+        self._static_output = outputs[0]  # written by the last call of every replay
         torch.cuda.synchronize(device)
         self._start = torch.cuda.Event(enable_timing=True)
         self._middle = torch.cuda.Event(enable_timing=True)

@@ -328,3 +328,18 @@ def test_last_output_check_uses_preallocated_outputs_and_detects_mutated_inputs(
     torch.add(a, b, out=out)  # consistent with the mutated input, not with the inputs it was given
     with pytest.raises(checks.OutputCheckFailed):
         check(None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_verify_call_on_cuda_with_a_device_generator():
+    def make_cuda_pair(salt: int) -> tuple:
+        generator = checks.make_generator("cuda", salt=salt)
+        return tuple(checks.random_tensor((N,), torch.float16, "cuda", generator) for _ in range(2))
+
+    assert checks.verify_call(add_into, add_reference, make_cuda_pair, output_factory=empty_like_first)[
+        "passed"
+    ]
+    skipped = checks.verify_call(
+        lambda a, b, out: None, add_reference, make_cuda_pair, output_factory=empty_like_first
+    )
+    assert not skipped["passed"]

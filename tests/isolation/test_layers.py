@@ -13,6 +13,7 @@ import resource
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -307,3 +308,61 @@ def test_a_broken_config_becomes_statuses_not_an_exception(sandbox_dirs: dict[st
 def test_network_allowed_by_configuration_is_reported_unavailable(sandbox_dirs: dict[str, Path]) -> None:
     result = run_child("result['statuses'] = isolation.apply_layers(config)", make_config(sandbox_dirs, network=True))
     assert result["statuses"]["network"] == "unavailable:network allowed by configuration"
+
+
+PROC_SNIPPET = """
+    result['statuses'] = isolation.apply_layers(config)
+    result['own_comm'] = attempt(lambda: write('/proc/self/task/%d/comm' % threading.get_native_id(), 'worker'))
+    child = "import errno\\ntry:\\n open('/proc/self/comm', 'w').write('kid'); print('ok')\\n" \\
+            "except OSError as e: print(errno.errorcode[e.errno])"
+    result['child_comm'] = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip()
+    result['sysctl'] = attempt(lambda: write('/proc/sys/vm/swappiness', open('/proc/sys/vm/swappiness').read()))
+    result['parent_oom'] = attempt(lambda: write('/proc/%d/oom_score_adj' % os.getppid(), '0'))
+"""
+
+
+def test_a_root_worker_may_write_only_its_own_proc_entries(sandbox_dirs: dict[str, Path]) -> None:
+    """CUDA needs /proc/self/task/<tid>/comm; uid 0 keeps uid 0 in its user namespace, so /proc/sys stays shut."""
+    if os.geteuid() != 0:
+        pytest.skip("runs as root only")
+    result = run_child(PROC_SNIPPET, make_config(sandbox_dirs))
+    require_active(result["statuses"], "filesystem")
+    assert result["own_comm"] == "ok"
+    assert result["child_comm"] == "EACCES"  # the documented cost: CUDA in child processes fails
+    assert result["sysctl"] == "EACCES"
+    assert result["parent_oom"] == "EACCES"
+
+
+@pytest.fixture
+def world_traversable_dir() -> Path:
+    """pytest's tmp_path sits under a 0700 directory that another uid cannot enter."""
+    with tempfile.TemporaryDirectory(prefix="tlx-isolation-") as root:
+        os.chmod(root, 0o755)
+        yield Path(root)
+
+
+def test_a_non_root_worker_may_write_proc_so_children_can_use_cuda(world_traversable_dir: Path) -> None:
+    python = "/usr/bin/python3"
+    if os.geteuid() != 0 or not os.access(python, os.X_OK):
+        pytest.skip("needs root (to switch uid) and a system python3 that uid 65534 can run")
+    tmp_path = world_traversable_dir
+    dirs = {"scratch": tmp_path / "scratch", "triton": tmp_path / "scratch" / "triton_cache",
+            "tmp": tmp_path / "scratch" / "tmp"}
+    for path in dirs.values():
+        path.mkdir(exist_ok=True)
+        os.chown(path, 65534, 65534)
+    code = PRELUDE + textwrap.dedent(PROC_SNIPPET) + "\nprint(json.dumps(result))\n"
+    completed = subprocess.run(
+        [python, "-c", code, json.dumps(make_config(dirs)), "{}"], stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=30, cwd=dirs["scratch"], env={"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"},
+        user=65534, group=65534, extra_groups=[],
+    )
+    if completed.returncode != 0 and "Permission denied" in completed.stderr and "sandbox_worker" in completed.stderr:
+        pytest.skip("the project checkout is not readable by uid 65534")
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    require_active(result["statuses"], "filesystem")
+    assert result["own_comm"] == "ok"
+    assert result["child_comm"] == "ok"
+    assert result["sysctl"] == "EACCES"  # DAC, not Landlock, keeps a non-root worker out of /proc/sys
+    assert result["parent_oom"] == "EACCES"

@@ -411,3 +411,23 @@ def test_symlinked_directory_to_the_kernel_is_resolved(git_repo: GitRepo, tmp_pa
     _, record = promote(session, edit_line(base, 2, "x2 = 2"))
 
     assert session.relpath == KERNEL and record.status == "committed"
+
+
+def test_eol_conversion_does_not_make_a_clean_kernel_look_dirty(git_repo: GitRepo) -> None:
+    git_repo.git("config", "core.autocrlf", "true")
+    base = kernel_text()
+    git_repo.write(KERNEL, base)
+    git_repo.commit_all("kernel with LF in the repository")
+    (git_repo.root / KERNEL).unlink()
+    git_repo.git("checkout", "--", KERNEL)
+    start_source = git_repo.read(KERNEL)
+    assert start_source == base.replace(b"\n", b"\r\n")
+    session = CommitSession.prepare(Repository("git", git_repo.root), git_repo.root / KERNEL, start_source)
+    assert not session.dirty_at_start
+
+    winner = edit_line(base, 3, "x3 = 3").replace(b"\n", b"\r\n")
+    plan, record = promote(session, winner)
+
+    assert not plan.needs_revalidation and record.status == "committed"
+    assert git_repo.show("HEAD", KERNEL) == edit_line(base, 3, "x3 = 3")
+    assert git_repo.read(KERNEL) == winner and git_repo.status() == []
