@@ -45,7 +45,7 @@ class ArchSpec:
     cuda_major: int | None = None
 
     def describe(self) -> str:
-        return f"sm_{self.cuda_major}x" if self.kind == CUDA else "the CPU interpreter"
+        return f"sm_{self.cuda_major}0" if self.kind == CUDA else "the CPU interpreter"
 
 
 def normalize(name: str) -> str:
@@ -208,10 +208,10 @@ def arch_mismatch(spec: ArchSpec, view: DeviceView, *, label: str | None = None)
     label = label or f"--arch {spec.name}"
     if spec.kind == CUDA:
         if view.kind != CUDA:
-            return f"{label} expects a CUDA device (sm_{spec.cuda_major}x), but {view.describe()}"
+            return f"{label} expects a CUDA device ({spec.describe()}), but {view.describe()}"
         assert view.capability is not None
         if view.capability[0] != spec.cuda_major:
-            return f"{label} expects sm_{spec.cuda_major}x, but {view.describe()}"
+            return f"{label} expects {spec.describe()} (compute capability {spec.cuda_major}.x), but {view.describe()}"
         return None
     if view.kind != CPU:
         return f"{label} expects the CPU interpreter, but {view.describe()}"

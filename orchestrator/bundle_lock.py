@@ -151,7 +151,8 @@ def match_lock(lock: BundleLock, lock_path: Path, inputs: Inputs) -> None:
 
 def lock_summary(lock: BundleLock, lock_path: Path | None, digest: str | None) -> dict[str, Any]:
     """What run.json records about the validation this run relies on."""
-    return {"mode": lock.mode if lock_path is None else "lock", "path": str(lock_path) if lock_path else None,
+    return {"mode": lock.mode if lock_path is None else "lock",
+            "path": str(lock_path) if lock_path else lock.lock_path,
             "sha256": digest, "created_at": lock.created_at, "passed": lock.passed,
             "checks": {check.name: check.status for check in lock.checks},
             "files": {role: entry.sha256 for role, entry in lock.files.items()}, "device": lock.device,

@@ -1,4 +1,4 @@
-"""`tlx-agent` command line: optimize (default), schema, doctor.
+"""`tlx-agent` command line: optimize (default), validate, init-bundle, schema, doctor.
 
 stdout carries exactly one JSON document (the result, or the error); stderr carries the live log.
 Exit codes: 0 winner promoted and revalidated; 2 no qualifying winner; 3 commit failed; 4 human review;
@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from protocol.bundle import Budget, BundleError
 
 EXIT_OK, EXIT_ERROR, EXIT_NO_WINNER, EXIT_COMMIT_FAILED, EXIT_HUMAN, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
-SUBCOMMANDS = ("optimize", "schema", "doctor")
+SUBCOMMANDS = ("optimize", "validate", "init-bundle", "schema", "doctor")
 
 
 class UsageError(Exception):
@@ -63,6 +63,11 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
                          help="measurement order per candidate: a = incumbent, b = candidate (default aba)")
     measure.add_argument("--confidence", type=float, default=0.99, help="confidence of the promotion test")
     measure.add_argument("--arch", help="expected architecture (h200, h100, hopper, sm_90, b200, cpu, ...)")
+    preflight = parser.add_argument_group("bundle preflight")
+    preflight.add_argument("--bundle-lock", type=Path,
+                           help="bundle.lock.json from `tlx-agent validate`; every locked file must still match")
+    preflight.add_argument("--skip-validation", action="store_true",
+                           help="experts: skip the built-in preflight (recorded in run.json)")
     sandbox = parser.add_argument_group("sandbox")
     sandbox.add_argument("--isolation", choices=("strict", "standard", "off"), default="standard")
     sandbox.add_argument("--worker-python", default=sys.executable, help="interpreter for workers")
@@ -76,10 +81,57 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
 
+def _add_validate_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = Budget()
+    inputs = parser.add_argument_group("inputs")
+    inputs.add_argument("--kernel", type=Path, required=True, help="complete kernel source file (left untouched)")
+    inputs.add_argument("--harness", type=Path, required=True, help="bundle harness.py")
+    inputs.add_argument("--cases", type=Path, required=True, help="bundle cases.json")
+    inputs.add_argument("--target", type=Path, required=True, help="bundle target.json")
+    inputs.add_argument("--output-dir", type=Path,
+                        help="fresh directory for bundle.lock.json and worker logs (default: a new temp dir)")
+    inputs.add_argument("--budget", type=Path, help="budget.json (its max_cv/benchmark_repetitions apply)")
+    inputs.add_argument("--reference-kernel", type=Path, help="reference implementation, hashed into the lock")
+    checks = parser.add_argument_group("checks")
+    checks.add_argument("--max-cv", type=float, default=defaults.max_cv,
+                        help="largest within-worker CV and between-worker median spread per case")
+    checks.add_argument("--benchmark-repetitions", type=int, default=defaults.benchmark_repetitions)
+    checks.add_argument("--benchmark-workers", type=int, default=3, help="fresh workers that benchmark (>= 3)")
+    checks.add_argument("--max-candidate-seconds", type=float, default=defaults.max_candidate_seconds,
+                        help="deadline of each worker")
+    checks.add_argument("--arch", help="expected architecture (h200, h100, hopper, sm_90, b200, cpu, ...)")
+    checks.add_argument("--profile", dest="profile", action="store_true", default=True,
+                        help="check that the summary profile selects the main kernel (default: on)")
+    checks.add_argument("--no-profile", dest="profile", action="store_false")
+    sandbox = parser.add_argument_group("sandbox")
+    sandbox.add_argument("--isolation", choices=("strict", "standard", "off"), default="standard")
+    sandbox.add_argument("--worker-python", default=sys.executable, help="interpreter for workers")
+    sandbox.add_argument("--data-limit-gib", type=float, default=None, help="RLIMIT_DATA for workers in GiB")
+    parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
+
+
+def _add_init_bundle_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kernel", type=Path, required=True, help="kernel source file")
+    parser.add_argument("--entry", required=True, help="the public function the harness calls")
+    parser.add_argument("--out", type=Path, required=True, help="directory for harness.py, cases.json, target.json")
+    parser.add_argument("--kind", choices=("elementwise", "rowwise"), default="elementwise",
+                        help="elementwise: 1-D inputs of n elements; rowwise: 2-D (rows, cols) inputs")
+    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu: Triton interpreter (TRITON_INTERPRET=1), small cases; cuda: GPU, large cases")
+    parser.add_argument("--arch", help="architecture for target.json (required with --backend cuda, e.g. h200)")
+    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    parser.add_argument("--force", action="store_true", help="overwrite existing bundle files in --out")
+    parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tlx-agent", description="Hardened Triton/TLX kernel optimization agent.")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_optimize_arguments(sub.add_parser("optimize", help="run the optimization loop (default)"))
+    _add_validate_arguments(sub.add_parser(
+        "validate", help="preflight a bundle against the untouched kernel and write bundle.lock.json"))
+    _add_init_bundle_arguments(sub.add_parser(
+        "init-bundle", help="write a starter harness.py, cases.json and target.json for a kernel"))
     sub.add_parser("schema", help="print the JSON Schemas of every public model")
     doctor = sub.add_parser("doctor", help="show which isolation layers this machine supports")
     doctor.add_argument("--worker-python", default=sys.executable)
@@ -125,6 +177,14 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         if args.command == "doctor":
             return doctor_command(args)
+        if args.command == "validate":
+            from orchestrator.validate import validate_main
+
+            return validate_main(args, argv)
+        if args.command == "init-bundle":
+            from orchestrator.init_bundle import init_bundle_main
+
+            return init_bundle_main(args)
         from orchestrator.optimize import optimize_main
 
         return optimize_main(args, argv)

@@ -33,7 +33,7 @@ from orchestrator.worker_process import (
 )
 from protocol.bundle import Case, Target
 from protocol.profile import ProfileRequest
-from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus, WorkerRecord
+from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus
 from protocol.worker import (
     BenchmarkCommand,
     BenchmarkValue,
@@ -53,6 +53,7 @@ from protocol.worker import (
 )
 
 PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+SHUTDOWN_MIN_SECONDS = 2.0  # an honest worker answers shutdown at once, even past a nearly spent deadline
 RESOURCE_SIGNALS = {signal.SIGXCPU: "CPU time limit (RLIMIT_CPU)", signal.SIGXFSZ: "file size limit (RLIMIT_FSIZE)"}
 
 
@@ -101,6 +102,27 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def _failure_reason(where: str, event: FailureEvent) -> str:
+    """One line for a failure event: what was attempted or which limit was hit, else what was raised."""
+    message = _one_line(event.message)
+    if event.category in ("sandbox_violation", "tamper"):
+        return f"{where}: sandbox violation: {message}"
+    if event.category == "resource_limit":
+        return f"{where}: resource limit: {message}"
+    return f"{where} raised {event.error_type}: {message}"
+
+
+def _ok_reason(evaluation: Evaluation) -> str:
+    """The one-line reason of an `ok` evaluation: what was checked and measured."""
+    cases = evaluation.cases
+    parts = [f"{sum(1 for m in cases if m.correct)}/{len(cases)} case(s) correct"]
+    parts.append(f"{sum(1 for m in cases if m.stats is not None)} benchmarked")
+    profiled = sum(1 for m in cases if m.profile is not None)
+    if profiled:
+        parts.append(f"{profiled} profiled")
+    return ", ".join(parts)
+
+
 def _exit_description(returncode: int | None) -> tuple[EvaluationStatus, str]:
     if returncode is None:
         return EvaluationStatus.CRASHED, "worker stopped answering"
@@ -146,6 +168,7 @@ class _Session:
     async def call(self, command_type: type, what: str, **fields: Any) -> ReplyEvent | FailureEvent:
         self.next_command_id += 1
         command_id = self.next_command_id
+        await self.connection.ensure_quiet(what)
         await self.connection.send(command_type(command_id=command_id, **fields))
         event = await self.expect((ReplyEvent, FailureEvent), what)
         if event.command_id != command_id:
@@ -169,13 +192,13 @@ def _validated(model: type, value: dict[str, Any], what: str) -> Any:
 async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evaluation) -> None:
     await session.expect((HelloEvent,), "worker start")
     isolation = plan.isolation or IsolationConfig(scratch_dir=str(plan.work_dir))
+    await session.connection.ensure_quiet("setup")
     await session.connection.send(SetupCommand(
         run_id=plan.run_id, experiment_id=plan.experiment_id, harness_path=str(plan.harness_path),
         kernel_path=str(plan.kernel_path), target=plan.target.model_dump(), isolation=isolation))
     ready = await session.expect((ReadyEvent, FailureEvent), "setup (harness import)")
     if isinstance(ready, FailureEvent):
-        raise _Stop(_failure_status(ready) or EvaluationStatus.CRASHED,
-                    f"harness setup failed: {ready.error_type}: {_one_line(ready.message)}")
+        raise _Stop(_failure_status(ready) or EvaluationStatus.CRASHED, _failure_reason("harness setup", ready))
     evaluation.worker.isolation = ready.isolation
     evaluation.worker.versions = ready.versions
     evaluation.worker.device = ready.device
@@ -183,8 +206,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
     session.phase = "build"
     reply = await session.call(BuildCommand, "build")
     if isinstance(reply, FailureEvent):
-        raise _Stop(_failure_status(reply) or EvaluationStatus.BUILD_FAILED,
-                    f"build raised {reply.error_type}: {_one_line(reply.message)}")
+        raise _Stop(_failure_status(reply) or EvaluationStatus.BUILD_FAILED, _failure_reason("build", reply))
     build = _validated(BuildValue, reply.value, "build")
     if not build.success:
         raise _Stop(EvaluationStatus.BUILD_FAILED, f"build failed: {_one_line(build.diagnostics) or 'no diagnostics'}")
@@ -200,7 +222,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
         if isinstance(reply, FailureEvent):
             status = _failure_status(reply)
             if status is not None:
-                raise _Stop(status, f"verify (case {case.case_id}): {reply.error_type}: {_one_line(reply.message)}")
+                raise _Stop(status, _failure_reason(f"verify (case {case.case_id})", reply))
             measurement.correct = False
             measurement.diagnostics = f"verify raised {reply.error_type}: {_one_line(reply.message)}"
         else:
@@ -224,8 +246,10 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
             reply = await session.call(BenchmarkCommand, f"benchmark (case {case.case_id})", case=case.model_dump(),
                                        repetitions=plan.repetitions, seed=session.seed())
             if isinstance(reply, FailureEvent):
-                raise _Stop(_failure_status(reply) or EvaluationStatus.CRASHED,
-                            f"benchmark (case {case.case_id}) raised {reply.error_type}: {_one_line(reply.message)}")
+                # an exception (not a signal or exit) while timing: the call does not work, or its last
+                # timed output was wrong (the harness re-checks it) -> incorrect, like one in verify
+                raise _Stop(_failure_status(reply) or EvaluationStatus.INCORRECT,
+                            _failure_reason(f"benchmark (case {case.case_id})", reply))
             timing = _validated(BenchmarkValue, reply.value, "benchmark")
             measurement.samples_us = timing.samples_us
             measurement.stats = sample_stats(timing.samples_us)
@@ -252,9 +276,19 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
                 measurement.phase_seconds["profile"] = reply.seconds
 
     session.phase = "shutdown"
+    await session.connection.ensure_quiet("shutdown")
     await session.connection.send(ShutdownCommand())
-    with trio.move_on_after(min(10.0, max(0.1, plan.deadline - trio.current_time()))):
-        await session.connection.receive_event()  # FinishedEvent; anything else is irrelevant now
+    # The results count only after the worker's own loop acknowledges the shutdown and then closes the
+    # channel: a reply forged by the candidate for the last command is followed by the real one here.
+    window_end = trio.current_time() + max(SHUTDOWN_MIN_SECONDS, min(10.0, plan.deadline - trio.current_time()))
+    with trio.move_on_at(window_end) as scope:
+        finished = await session.connection.receive_event()
+    if scope.cancelled_caught:
+        raise _Stop(EvaluationStatus.TIMEOUT,
+                    f"timed out in shutdown: no finished event within {SHUTDOWN_MIN_SECONDS:.0f}+ s of the command")
+    if not isinstance(finished, FinishedEvent):
+        raise ProtocolViolation(f"unexpected {finished.kind} event while waiting for the finished event")
+    await session.connection.ensure_closed(before=trio.current_time() + SHUTDOWN_MIN_SECONDS)
 
 
 def prepare_work_dir(work_dir: Path) -> None:
@@ -289,6 +323,7 @@ async def run_evaluation(plan: EvaluationPlan, spawner: Spawner, parent_env: dic
             nursery.start_soon(capture.drain, spawned.output)
             try:
                 await _run_phases(plan, session, evaluation)
+                evaluation.reason = _ok_reason(evaluation)
                 with trio.move_on_after(2.0):  # a clean shutdown exits by itself; the kill below is for the rest
                     await spawned.process.wait()
             except _Stop as stop:

@@ -62,22 +62,20 @@ PERTURB_BLOCK = '''
 def _tlx_agent_make_outputs_wrong(names):
     import functools
     import inspect
+    import sys
     import threading
 
-    try:
-        import torch
-    except ImportError:  # a pure-Python kernel
-        torch = None
-    try:
-        import numpy
-    except ImportError:
-        numpy = None
     state = threading.local()
 
+    def library(name):  # only what the kernel or harness already imported: never pay for an import here
+        return sys.modules.get(name)
+
     def is_tensor(value):
+        torch = library("torch")
         return torch is not None and isinstance(value, torch.Tensor)
 
     def shift_tensor(tensor, in_place):
+        torch = library("torch")
         if tensor.numel() == 0:
             return tensor
         with torch.no_grad():
@@ -95,6 +93,7 @@ def _tlx_agent_make_outputs_wrong(names):
                 return shift_tensor(value, True)
             except RuntimeError:  # not writable in place (expanded, inference-mode, ...)
                 return shift_tensor(value, False)
+        numpy = library("numpy")
         if numpy is not None and isinstance(value, numpy.ndarray) and value.size:
             if value.dtype == bool:
                 return ~value
@@ -134,6 +133,7 @@ def _tlx_agent_make_outputs_wrong(names):
             return []
 
     def changed(tensor, before):
+        torch = library("torch")
         if tensor.shape != before.shape or tensor.dtype != before.dtype:
             return True
         if tensor.is_floating_point() or tensor.is_complex():

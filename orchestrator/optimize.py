@@ -17,6 +17,7 @@ from orchestrator.live_log import LiveLog
 from orchestrator.providers.base import ProviderConfigError
 from orchestrator.providers.factory import create_provider
 from orchestrator.run_loop import OptimizationRun, RunAborted
+from orchestrator.validate import optimize_builtin, optimize_preflight
 from orchestrator.vcs import VcsError
 from protocol.bundle import BundleError, describe_validation_error
 
@@ -39,7 +40,8 @@ def build_config(args: argparse.Namespace, argv: list[str]) -> RunConfig:
         commit_message=args.commit_message, commit_winner=args.commit_winner, prior_run=_absolute(args.prior_run),
         isolation=args.isolation, schedule=args.schedule, worker_python=args.worker_python,
         data_limit_bytes=int(args.data_limit_gib * (1 << 30)) if args.data_limit_gib else None,
-        confidence=args.confidence, debug=args.debug, extra={"argv": ["tlx-agent", *argv]})
+        confidence=args.confidence, debug=args.debug, bundle_lock=_absolute(args.bundle_lock),
+        skip_validation=args.skip_validation, extra={"argv": ["tlx-agent", *argv]})
     config.extra["cli_budget"] = cli_budget
     return config
 
@@ -68,6 +70,8 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
         except (OSError, ValueError) as exc:
             raise BundleError(f"--prior-run {config.prior_run} is invalid: {exc}") from None
         prior_digests, prior_evidence = prior.source_digests, prior.evidence
+    # Seed Layer 1 steps 4-6: --arch, --bundle-lock (no side effects yet), then the built-in preflight.
+    device_view, arch = optimize_preflight(config, inputs)
     try:
         provider = create_provider(config)
     except ProviderConfigError as exc:
@@ -79,6 +83,10 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     config.output_dir = output_dir
     log = LiveLog()
     log.attach_file(output_dir / "live.log")
+    preflight_failure = optimize_builtin(config, inputs, log, output_dir, device_view, arch)
+    if preflight_failure is not None:
+        log.close()
+        return fail(preflight_failure, output_dir=str(output_dir))
     if config.isolation != "off":
         from orchestrator.doctor import probe_isolation_sync, strict_refusals
 

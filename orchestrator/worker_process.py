@@ -9,6 +9,7 @@ worker's stdout/stderr into a bounded log file.
 from __future__ import annotations
 
 import json
+import select
 import socket
 import subprocess
 from collections.abc import Sequence
@@ -138,15 +139,67 @@ class WorkerConnection:
                 return parse_event(line)
             if len(self._buffer) > MAX_LINE_BYTES:
                 raise ProtocolViolation(f"line longer than {MAX_LINE_BYTES} bytes without a newline")
-            try:
-                chunk = await self.spawned.protocol.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                raise WorkerGone(str(exc)) from None
+            chunk = await self._receive_chunk()
             if not chunk:
                 if self._buffer:
                     raise ProtocolViolation("connection closed in the middle of a line")
                 raise WorkerGone("protocol socket closed")
             self._buffer.extend(chunk)
+
+    async def _receive_chunk(self) -> bytes:
+        try:
+            return await self.spawned.protocol.receive_some(65536)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            raise WorkerGone(str(exc)) from None
+
+    def _socket_readable(self) -> bool:
+        """Data or EOF is waiting on the protocol socket right now (a zero-timeout poll, no read)."""
+        try:
+            readable, _, _ = select.select([self.spawned.protocol.socket.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return bool(readable)
+
+    async def ensure_quiet(self, before: str) -> None:
+        """The worker speaks only when spoken to: bytes waiting before a command is sent were never asked for.
+
+        This is how a forged event written to the protocol fd by code inside the worker shows up: the
+        worker's own reply then arrives as an extra event. Raises ProtocolViolation naming what arrived,
+        WorkerGone when the socket is at EOF (the worker died; the exit status tells how).
+        """
+        if not self._buffer:
+            if not self._socket_readable():
+                return
+            chunk = await self._receive_chunk()  # returns at once: the socket is readable
+            if not chunk:
+                raise WorkerGone("protocol socket closed")
+            self._buffer.extend(chunk)
+        raise ProtocolViolation(f"unsolicited data before {before}: {describe_unsolicited(bytes(self._buffer))}")
+
+    async def ensure_closed(self, before: float) -> None:
+        """After `finished` the worker exits: only EOF may follow. Waits until trio time `before` at most
+        (a child the candidate forked may hold the socket open; the kill that follows ends it)."""
+        with trio.move_on_at(before):
+            while not self._buffer:
+                chunk = await self._receive_chunk()
+                if not chunk:
+                    return
+                self._buffer.extend(chunk)
+            raise ProtocolViolation(f"data after the finished event: {describe_unsolicited(bytes(self._buffer))}")
+
+
+def describe_unsolicited(data: bytes) -> str:
+    """One line about bytes nobody asked for: the event they parse to, or their size."""
+    line, newline, _rest = data.partition(b"\n")
+    if newline and len(line) <= MAX_LINE_BYTES:
+        try:
+            event = parse_event(line)
+        except ProtocolViolation as exc:
+            return f"{len(data)} bytes ({exc})"
+        command = getattr(event, "command_id", None)
+        return f"a {event.kind} event" + (f" for command {command}" if command is not None else "") + \
+            " (forged, or a duplicate of a real one)"
+    return f"{len(data)} bytes without a complete line"
 
 
 def parse_event(line: bytes) -> Any:

@@ -13,7 +13,7 @@ import os
 import stat
 from typing import Any
 
-from sandbox_worker import landlock, netns, rlimits, seccomp
+from sandbox_worker import landlock, netns, procfs, rlimits, seccomp
 
 LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
 OFF = "unavailable:isolation off"
@@ -78,8 +78,15 @@ def confine_writes(config: dict[str, Any]) -> str:
             usable.append(directory)
         except OSError as exc:
             notes.append(f"{directory}: {exc.strerror}")
+    proc_guarded = False
+    if os.geteuid() == 0 and config.get("child_cuda", True):
+        try:
+            procfs.guard_proc_sys()
+            proc_guarded = True
+        except OSError as exc:
+            notes.append(f"CUDA child processes (ncu) unavailable: /proc/sys not guarded ({exc.strerror or exc})")
     try:
-        abi, rule_notes = landlock.restrict_writes(usable)
+        abi, rule_notes = landlock.restrict_writes(usable, proc_guarded=proc_guarded)
     except landlock.LandlockUnavailable as exc:
         return _clip(f"unavailable:{exc.strerror}")
     except OSError as exc:

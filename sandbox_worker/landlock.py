@@ -110,7 +110,7 @@ def _add_path_rule(ruleset_fd: int, path: str, allowed: int) -> None:
         os.close(fd)
 
 
-def proc_write_scope(euid: int) -> str:
+def proc_write_scope(euid: int, proc_guarded: bool = False) -> str:
     """Where in /proc writes are allowed.
 
     The CUDA driver names its threads with fopen("/proc/self/task/<tid>/comm", "w") and fails to
@@ -118,20 +118,21 @@ def proc_write_scope(euid: int) -> str:
     non-root worker all of /proc is fine: DAC already keeps it out of /proc/sys and other users'
     processes. A uid-0 worker keeps uid 0 inside its user namespace and could write
     /proc/sys/kernel/core_pattern, so it only gets its own /proc/<pid>, which child processes
-    (an ncu-profiled target, say) cannot use.
+    (an ncu-profiled target, say) cannot use -- unless `procfs.guard_proc_sys` made /proc/sys and
+    /proc/sysrq-trigger read-only in the worker's mount namespace first (`proc_guarded`).
     """
-    return PROC_DIR if euid != 0 else OWN_PROC_DIR
+    return PROC_DIR if euid != 0 or proc_guarded else OWN_PROC_DIR
 
 
-def special_dir_rights(abi: int, euid: int) -> dict[str, int]:
+def special_dir_rights(abi: int, euid: int, proc_guarded: bool = False) -> dict[str, int]:
     """Writable system places every CUDA process needs, with the rights they get."""
     handled = handled_write_rights(abi)
     device = (FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV) & handled
     proc = (FS_WRITE_FILE | FS_TRUNCATE) & handled  # procfs files are "regular": "w" opens truncate
-    return {DEVICE_DIR: device, SHARED_MEMORY_DIR: handled, proc_write_scope(euid): proc}
+    return {DEVICE_DIR: device, SHARED_MEMORY_DIR: handled, proc_write_scope(euid, proc_guarded): proc}
 
 
-def restrict_writes(writable_dirs: Iterable[str]) -> tuple[int, list[str]]:
+def restrict_writes(writable_dirs: Iterable[str], *, proc_guarded: bool = False) -> tuple[int, list[str]]:
     """Restrict this thread (and future children) to writing beneath `writable_dirs`.
 
     Returns the ABI used and notes about directories that could not be added. Raises LandlockUnavailable
@@ -146,7 +147,7 @@ def restrict_writes(writable_dirs: Iterable[str]) -> tuple[int, list[str]]:
     try:
         # Rules on the same inode are merged (OR-ed) by the kernel, so overlaps are harmless.
         rules = [(path, handled) for path in writable_dirs]
-        specials = special_dir_rights(abi, os.geteuid())
+        specials = special_dir_rights(abi, os.geteuid(), proc_guarded)
         rules += [(path, rights) for path, rights in specials.items() if os.path.isdir(path)]
         for path, rights in rules:
             try:

@@ -13,6 +13,8 @@ import inspect
 import math
 import os
 import platform
+import resource
+import socket
 import sys
 import time
 import traceback
@@ -37,20 +39,56 @@ def _clip(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 40] + f"... [{len(text) - limit + 40} chars cut]"
 
 
+def _is_allocation_failure(exc: BaseException) -> bool:
+    """MemoryError, ENOMEM, or torch's allocator failing (a RuntimeError / OutOfMemoryError)."""
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+        return True
+    text = str(exc).lower()
+    return type(exc).__name__ == "OutOfMemoryError" or (
+        isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text))
+
+
 def _classify(exc: BaseException) -> str:
-    if isinstance(exc, MemoryError):
+    if _is_allocation_failure(exc):
         return "resource_limit"
-    if isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN):
+    if isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.EAGAIN):
         return "resource_limit"
     if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.ENETUNREACH, errno.EROFS):
         return "sandbox_violation"
     return "exception"
 
 
+def _soft_limit(kind: int) -> str:
+    soft, _hard = resource.getrlimit(kind)
+    if soft == resource.RLIM_INFINITY:
+        return "unlimited"
+    return f"{soft / (1 << 30):.2f} GiB" if soft >= 1 << 20 else str(soft)
+
+
+def _limit_hit(exc: BaseException) -> str:
+    """Which limit a resource_limit failure ran into, for the one-line reason."""
+    if _is_allocation_failure(exc):
+        if "cuda" in str(exc).lower():
+            return "GPU memory"
+        return f"memory (RLIMIT_DATA {_soft_limit(resource.RLIMIT_DATA)})"
+    number = getattr(exc, "errno", None)
+    if number == errno.EFBIG:
+        return f"file size (RLIMIT_FSIZE {_soft_limit(resource.RLIMIT_FSIZE)})"
+    if number == errno.EMFILE:
+        return f"open files (RLIMIT_NOFILE {_soft_limit(resource.RLIMIT_NOFILE)})"
+    if number == errno.ENFILE:
+        return "the system-wide open file table"
+    return "processes or threads (EAGAIN)"
+
+
 def _failure(command_id: int | None, phase: str, exc: BaseException) -> dict[str, Any]:
     message = str(exc) or type(exc).__name__
     if isinstance(exc, SystemExit):
         message = f"SystemExit({exc.code!r}) raised during {phase}"
+    category = _classify(exc)
+    if category == "resource_limit":
+        detail = "" if message == type(exc).__name__ else f": {_clip(message, 1000)}"
+        message = f"{_limit_hit(exc)} exhausted: {type(exc).__name__}{detail}"
     return {
         "kind": "failure",
         "command_id": command_id,
@@ -58,7 +96,104 @@ def _failure(command_id: int | None, phase: str, exc: BaseException) -> dict[str
         "error_type": type(exc).__name__[:200],
         "message": _clip(message),
         "traceback": _clip("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))),
-        "category": _classify(exc),
+        "category": category,
+    }
+
+
+# ---- what the candidate attempted: writes outside the sandbox, network connections ----------------
+
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# audit event -> positions of (path, dir_fd) pairs in its arguments (dir_fd position None: no dir_fd)
+PATH_EVENTS: dict[str, tuple[tuple[int, int | None], ...]] = {
+    "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.mkdir": ((0, 2),), "os.truncate": ((0, None),),
+    "os.chmod": ((0, 2),), "os.chown": ((0, 3),), "os.utime": ((0, 3),), "shutil.rmtree": ((0, 1),),
+    "os.rename": ((0, 2), (1, 3)), "os.link": ((1, 3),), "os.symlink": ((1, 2),),
+}
+NETWORK_EVENTS = frozenset({"socket.connect", "socket.sendto"})
+WATCHED_EVENTS = frozenset({"open", *PATH_EVENTS, *NETWORK_EVENTS})
+MAX_ATTEMPTS = 20
+
+
+class AttemptMonitor:
+    """Names what the candidate tried to do outside its sandbox, from audit hooks (PEP 578).
+
+    Landlock and the network namespace are what block; this only records, so an attempt counts even when
+    the candidate swallows the PermissionError (or, with a degraded layer, when it succeeded). Writes are
+    allowed where Landlock allows them: the writable dirs, /dev and this process's /proc entry. It runs
+    in the candidate's process, so it is telemetry a determined candidate can blind, not a barrier.
+    """
+
+    def __init__(self, writable_dirs: list[str]) -> None:
+        own_proc = (os.path.realpath("/proc/self"), "/proc/self", "/proc/thread-self")
+        self.allowed = tuple(os.path.realpath(d) for d in writable_dirs) + ("/dev", *own_proc)
+        self.attempts: list[str] = []
+        self.reported = 0
+        self._busy = False
+
+    def install(self) -> None:
+        sys.addaudithook(self.hook)
+
+    def hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if event not in WATCHED_EVENTS or self._busy or len(self.attempts) >= MAX_ATTEMPTS:
+            return
+        self._busy = True  # realpath and readlink below must not re-enter
+        try:
+            attempt = self._describe(event, args)
+            if attempt and attempt not in self.attempts:
+                self.attempts.append(attempt)
+        except Exception:  # noqa: BLE001 - a monitoring bug must never break the operation it watches
+            pass
+        finally:
+            self._busy = False
+
+    def _describe(self, event: str, args: tuple[Any, ...]) -> str | None:
+        if event in NETWORK_EVENTS:
+            sock, address = args[0], args[1]
+            if getattr(sock, "family", None) in (socket.AF_INET, socket.AF_INET6):
+                host, port = address[0], address[1]
+                return f"network connection to {host}:{port}"
+            return None
+        if event == "open":
+            path, _mode, flags = args
+            if not isinstance(flags, int) or not flags & WRITE_FLAGS:
+                return None
+            outside = self._outside(path, None)
+            return f"open for writing {outside}" if outside else None
+        for path_index, dir_fd_index in PATH_EVENTS[event]:
+            dir_fd = args[dir_fd_index] if dir_fd_index is not None else None
+            outside = self._outside(args[path_index], dir_fd)
+            if outside and not (event == "os.mkdir" and os.path.isdir(outside)):
+                return f"{event.split('.')[-1]} {outside}"
+        return None
+
+    def _outside(self, path: Any, dir_fd: Any) -> str | None:
+        """The resolved path when it lies outside every allowed directory, else None."""
+        if isinstance(path, int) or path is None:
+            return None
+        name = os.fsdecode(path)
+        if not os.path.isabs(name) and isinstance(dir_fd, int):
+            name = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), name)
+        resolved = os.path.realpath(name)
+        if any(resolved == root or resolved.startswith(root.rstrip("/") + "/") for root in self.allowed):
+            return None
+        return resolved
+
+    def new_attempts(self) -> list[str]:
+        fresh = self.attempts[self.reported:]
+        self.reported = len(self.attempts)
+        return fresh
+
+
+def _violation(command_id: int, phase: str, attempts: list[str]) -> dict[str, Any]:
+    more = f" (+{len(attempts) - 3} more)" if len(attempts) > 3 else ""
+    return {
+        "kind": "failure",
+        "command_id": command_id,
+        "phase": phase,
+        "error_type": "SandboxViolation",
+        "message": _clip("attempted " + "; ".join(attempts[:3]) + more),
+        "traceback": "",
+        "category": "sandbox_violation",
     }
 
 
@@ -180,6 +315,7 @@ class Worker:
         self.kernel_path = ""
         self.artifact: Any = None
         self.built = False
+        self.monitor: AttemptMonitor | None = None
 
     def serve(self) -> int:
         self.channel.send({"kind": "hello", "protocol_version": PROTOCOL_VERSION, "pid": os.getpid(),
@@ -214,6 +350,10 @@ class Worker:
             missing = [name for name in REQUIRED_FUNCTIONS if not callable(getattr(self.harness, name, None))]
             if missing:
                 raise HarnessContractError(f"harness does not define {', '.join(missing)}")
+            if setup["isolation"].get("mode") != "off":
+                # after the harness import: from here on, candidate code may run
+                self.monitor = AttemptMonitor(isolation.writable_dirs(setup["isolation"]))
+                self.monitor.install()
         except BaseException as exc:  # noqa: BLE001 - everything becomes a reported failure
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -240,10 +380,17 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate is a failure, not an exit
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            self.channel.send(_failure(command_id, phase, exc))
-            return
+            value, failure = None, _failure(command_id, phase, exc)
+        else:
+            failure = None
         finally:
             context.set_command_context(seed=None, phase=None)
+        attempts = self.monitor.new_attempts() if self.monitor is not None else []
+        if attempts:  # an attempt to leave the sandbox outranks whatever the call returned or raised
+            failure = _violation(command_id, phase, attempts)
+        if failure is not None:
+            self.channel.send(failure)
+            return
         self.channel.send({"kind": "reply", "command_id": command_id, "value": value,
                            "seconds": time.perf_counter() - started})
 

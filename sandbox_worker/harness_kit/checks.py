@@ -302,7 +302,9 @@ def _compare_one(
     result = _compare_values(actual, expected, atol=atol, rtol=rtol, allow_nan=allow_nan)
     problem = None if allow_constant else _constant_problem(actual, expected, atol=atol, rtol=rtol)
     if problem:  # said first: it is the cause, the value mismatches are its symptom
-        result = verdict(False, "; ".join(filter(None, [problem, result["diagnostics"]])), **result["metrics"])
+        result = verdict(
+            False, "; ".join(filter(None, [problem, result["diagnostics"]])), **result["metrics"]
+        )
     if result["diagnostics"]:
         result["diagnostics"] = f"{label}: {result['diagnostics']}"
     return result

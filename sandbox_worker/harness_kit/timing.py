@@ -16,16 +16,21 @@ here follow `reference/peers.md` §3a and §4:
 - sampling is adaptive: at least `repetitions` samples (the orchestrator's lower bound), then stop when
   the relative standard error of the mean is under `target_rse` (nvbench's 0.5 %) or `budget_seconds`
   of sampling is spent, never more than `max_samples`;
-- short kernels (under ~20 µs) are dominated by launch latency with per-call events (H200, a 2^16
-  fp32 vector add: 4.1 µs with events vs 1.2 µs with do_bench_cudagraph), so "cuda_graph" mode
-  captures K = 20 unrolled (flush, call) pairs in one CUDA graph and K flushes alone in another,
-  replays both back to back between three events, and takes (pairs - flushes) / K as one sample.
-  The graph-launch latency is in both terms and cancels, the flush still precedes every call, and
-  averaging K calls tames the flush's own noise that the subtraction adds. We tried the other
-  option first ("events around each replay of a one-call graph"): on the H200 it read 4.1 µs for
-  that vector add, no better than plain events, because the device-side latency of launching a
-  graph is inside the event pair. A sample here is a mean of K calls, so it scatters less than a
-  single call would; it is clamped to 0.001 µs should noise ever make it negative;
+- short kernels (under ~20 µs) are dominated by launch latency with per-call events, so
+  "cuda_graph" mode captures K = 20 unrolled (flush, call) pairs in one CUDA graph and K flushes
+  alone in another, replays both back to back between three events, and takes
+  (pairs - flushes) / K as one sample. The graph-launch latency is in both terms and cancels, the
+  flush still precedes every call, and averaging K calls tames the flush's own noise that the
+  subtraction adds. An untimed replay of the flushes graph runs first, so both timed graphs run on
+  a GPU that is already busy (this cut the run-to-run CV of a 2^16 add from 2.5 % to 0.9 %). We
+  tried "events around each replay of a one-call graph" first: it read 4.1 µs for that add, no
+  better than plain events, because the device-side graph-launch latency sits inside the event
+  pair. Measured on the H200 (2026-11-30, Triton fp32 vector add, medians of 8 runs of
+  `measure`): 2^16 elements: events 4.2 µs (launch-bound, noisy), cuda_graph 2.05 µs (CV 0.9 %)
+  with a cold L2, do_bench_cudagraph 1.23 µs with a warm L2; 2^20: 7.5, 5.3 and 2.4 µs; 2^26:
+  events 188.8 µs, cuda_graph 186.5 µs (CV 0.03 %), do_bench 189.7 µs. A sample in this mode is a
+  mean of K calls, so it scatters less than a single call would; it is clamped to 0.001 µs should
+  noise ever make it negative;
 - on a CPU (or with TRITON_INTERPRET=1) each call is timed with `time.perf_counter_ns`.
 
 `check_last(output)` is called with the output of the last timed call, so a harness can re-check it
@@ -65,6 +70,7 @@ CACHE_POLICY_CUDA_GRAPH = "l2_flush_cuda_graph"
 CACHE_POLICY_CPU = "cpu_perf_counter"
 
 FLUSH_L2_MULTIPLE = 2
+HOST_COVER_CYCLES = 100_000  # about 50 µs at the H200's 1.98 GHz: longer than a Python launch
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024  # what do_bench uses when the L2 size is unknown
 GRAPH_THRESHOLD_US = 20.0  # "auto" uses CUDA graphs for calls shorter than this
 MIN_SAMPLES_FOR_RSE = 5  # the standard error of 2-4 samples says little; never stop on it earlier
@@ -471,6 +477,16 @@ class _EventTimer:
         self._fence = torch.cuda.Event(enable_timing=True)
         self.drains: list[float] = []
 
+    def _cover_host_dispatch(self) -> None:
+        """Keep the GPU busy (a ~50 µs spin) while the host enqueues start event, call and end event.
+
+        Without it, a call whose Python dispatch outlasts the flush leaves the GPU idle inside the event
+        window, and host jitter becomes 10-20 % sample noise for kernels of tens of µs (seen on the H200).
+        """
+        sleep = getattr(self._torch.cuda, "_sleep", None)
+        if sleep is not None:
+            sleep(HOST_COVER_CYCLES)
+
     def _flush(self) -> None:
         # A changing value, so no layer can skip the write as a no-op.
         self._flush_value = (self._flush_value + 1) & 0x7FFFFFFF
@@ -481,6 +497,7 @@ class _EventTimer:
         stream = torch.cuda.current_stream(self._device)
         self._call.poison_previous()
         self._flush()
+        self._cover_host_dispatch()
         self._start.record(stream)
         output = body()
         self._end.record(stream)
@@ -583,6 +600,10 @@ class _GraphTimer:
             # A graph that does not rewrite its outputs (work done once, eagerly, during capture)
             # leaves poison behind for check_last instead of the capture-time answer.
             poison_(self._static_output)
+        # Untimed lead-in: the host queues everything below while these flushes run, so the timed
+        # graphs start on a busy GPU (no idle-to-busy clock ramp after the last synchronize) and
+        # run back to back.
+        self._flushes_graph.replay()
         self._start.record(stream)
         self._pairs_graph.replay()
         self._middle.record(stream)

@@ -321,16 +321,18 @@ PROC_SNIPPET = """
 """
 
 
-def test_a_root_worker_may_write_only_its_own_proc_entries(sandbox_dirs: dict[str, Path]) -> None:
-    """CUDA needs /proc/self/task/<tid>/comm; uid 0 keeps uid 0 in its user namespace, so /proc/sys stays shut."""
+def test_a_root_worker_gets_proc_for_cuda_children_but_never_proc_sys(sandbox_dirs: dict[str, Path]) -> None:
+    """CUDA writes /proc/<pid>/task/<tid>/comm in every process, children (ncu's target) included; uid 0
+    keeps uid 0 in its user namespace, so /proc/sys is bound read-only in the worker's mount namespace."""
     if os.geteuid() != 0:
         pytest.skip("runs as root only")
     result = run_child(PROC_SNIPPET, make_config(sandbox_dirs))
     require_active(result["statuses"], "filesystem")
     assert result["own_comm"] == "ok"
-    assert result["child_comm"] == "EACCES"  # the documented cost: CUDA in child processes fails
-    assert result["sysctl"] == "EACCES"
-    assert result["parent_oom"] == "EACCES"
+    assert result["child_comm"] == "ok"
+    assert result["sysctl"] == "EROFS"
+    # Known, documented gap: same-uid /proc/<pid> files (oom_score_adj, comm) of other processes stay writable.
+    assert result["parent_oom"] in ("ok", "EACCES")
 
 
 @pytest.fixture

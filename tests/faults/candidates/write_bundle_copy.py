@@ -1,0 +1,44 @@
+"""Fault: appends to the frozen harness (<output>/bundle/harness.py) while imported."""
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_SIZE = 64
+
+
+def _output_dir():
+    """The run's output directory: the worker's cwd is <output>/experiments/<id>/workers/<tag>."""
+    here = os.path.realpath(os.getcwd())
+    while here != "/":
+        if os.path.isdir(os.path.join(here, "bundle")) and os.path.isdir(os.path.join(here, "experiments")):
+            return here
+        here = os.path.dirname(here)
+    raise RuntimeError("no output directory above " + os.getcwd())
+
+
+with open(os.path.join(_output_dir(), "bundle", "harness.py"), "a") as harness:
+    harness.write("\nverify = lambda artifact, case: True\n")
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def _launch(x, y):
+    out = torch.empty_like(x)
+    n_elements = out.numel()
+    add_kernel[(triton.cdiv(n_elements, BLOCK_SIZE),)](x, y, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)
+    return out
+
+
+def vector_add(x, y):
+    return _launch(x, y)
