@@ -54,7 +54,8 @@ def normalize(name: str) -> str:
 
 def lookup(name: str) -> ArchSpec | None:
     """The family of a known name, else None."""
-    found = ALIASES.get(normalize(name))
+    key = normalize(name)
+    found = ALIASES.get(key) or ALIASES.get(key.replace("_", ""))  # "GH 200" -> gh_200 -> gh200
     return None if found is None else ArchSpec(name=name, kind=found[0], cuda_major=found[1])
 
 

@@ -268,6 +268,8 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
             reply = await session.call(ProfileCommand, f"profile (case {case.case_id})", case=case.model_dump(),
                                        request=request.model_dump(), seed=session.seed())
             if isinstance(reply, FailureEvent):
+                if _failure_status(reply) is EvaluationStatus.SANDBOX_VIOLATION:
+                    raise _Stop(EvaluationStatus.SANDBOX_VIOLATION, _failure_reason(f"profile (case {case.case_id})", reply))
                 # Profiles are evidence, not gates: a failing profiler is recorded, the evaluation goes on.
                 measurement.profile = {"available": False, "error": f"{reply.error_type}: {_one_line(reply.message)}",
                                        "request": request.model_dump()}
@@ -275,17 +277,16 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
                 measurement.profile = {**reply.value, "request": request.model_dump()}
                 measurement.phase_seconds["profile"] = reply.seconds
 
-    session.phase = "shutdown"
     await session.connection.ensure_quiet("shutdown")
+    session.phase = "shutdown"
     await session.connection.send(ShutdownCommand())
     # The results count only after the worker's own loop acknowledges the shutdown and then closes the
     # channel: a reply forged by the candidate for the last command is followed by the real one here.
-    window_end = trio.current_time() + max(SHUTDOWN_MIN_SECONDS, min(10.0, plan.deadline - trio.current_time()))
-    with trio.move_on_at(window_end) as scope:
+    window = max(SHUTDOWN_MIN_SECONDS, min(10.0, plan.deadline - trio.current_time()))
+    with trio.move_on_after(window) as scope:
         finished = await session.connection.receive_event()
     if scope.cancelled_caught:
-        raise _Stop(EvaluationStatus.TIMEOUT,
-                    f"timed out in shutdown: no finished event within {SHUTDOWN_MIN_SECONDS:.0f}+ s of the command")
+        raise _Stop(EvaluationStatus.TIMEOUT, f"timed out in shutdown: no finished event {window:.1f} s after the command")
     if not isinstance(finished, FinishedEvent):
         raise ProtocolViolation(f"unexpected {finished.kind} event while waiting for the finished event")
     await session.connection.ensure_closed(before=trio.current_time() + SHUTDOWN_MIN_SECONDS)

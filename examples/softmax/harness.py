@@ -75,13 +75,22 @@ def _work(case: dict[str, Any]) -> dict[str, float]:
     return {"bytes": 2.0 * m * n * 4, "flops": 4.0 * m * n}  # one read, one write; max, exp, sum, scale
 
 
+def _budget(case: dict[str, Any]) -> float:
+    return float(case["parameters"].get("budget_seconds", 2.0))
+
+
+def _timing_mode(case: dict[str, Any], device: str) -> str:
+    """The case's `timing_mode` on a GPU ("auto" elsewhere). A fixed mode keeps baseline and candidates
+    comparable when their times straddle the ~20 µs point where "auto" switches to CUDA graphs."""
+    return str(case["parameters"].get("timing_mode", "auto")) if device.startswith("cuda") else "auto"
+
+
 def benchmark(artifact: dict[str, Any], case: dict[str, Any], repetitions: int) -> dict[str, Any]:
     device = artifact["device"]
     inputs = _inputs(case, device, salt=BENCHMARK_SALT)
     check_last = checks.last_output_check(reference, inputs, require_contiguous=True)
-    budget = float(case["parameters"].get("budget_seconds", 2.0))
     result = timing.measure(lambda: artifact["fn"](*inputs), repetitions=repetitions, device=device,
-                            budget_seconds=budget, check_last=check_last)
+                            mode=_timing_mode(case, device), budget_seconds=_budget(case), check_last=check_last)
     result["metrics"].update(_work(case))
     return result
 

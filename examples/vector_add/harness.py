@@ -63,8 +63,10 @@ def benchmark(artifact: dict[str, Any], case: dict[str, Any], repetitions: int) 
             raise AssertionError(f"output of the last timed call is wrong: {verdict['diagnostics']}")
 
     budget = float(case["parameters"].get("budget_seconds", 2.0))
-    return timing.measure(lambda: artifact["fn"](x, y), repetitions=repetitions, device=device,
-                          budget_seconds=budget, check_last=check_last)
+    result = timing.measure(lambda: artifact["fn"](x, y), repetitions=repetitions, device=device,
+                            budget_seconds=budget, check_last=check_last)
+    result["metrics"].update({"bytes": 12.0 * x.numel(), "flops": 1.0 * x.numel()})  # read x and y, write out
+    return result
 
 
 def run_case(artifact: dict[str, Any], case: dict[str, Any]) -> torch.Tensor:

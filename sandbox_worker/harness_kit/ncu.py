@@ -77,11 +77,11 @@ SUMMARY_METRICS: tuple[MetricSpec, ...] = (
 )
 
 # Deep level: memory traffic and issue efficiency, to back locality and scheduling hypotheses with bytes.
+# (lts__t_bytes_op_read/write.sum, in the anchor's alias table, were not collected on the H200 with
+# ncu 2025.3.1, so L2 traffic is left out until a verified Hopper name replaces them.)
 DEEP_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("dram_read_bytes", ("dram__bytes_read.sum",), "bytes"),
     MetricSpec("dram_write_bytes", ("dram__bytes_write.sum",), "bytes"),
-    MetricSpec("l2_read_bytes", ("lts__t_bytes_op_read.sum",), "bytes"),
-    MetricSpec("l2_write_bytes", ("lts__t_bytes_op_write.sum",), "bytes"),
     MetricSpec("shared_bank_conflicts", ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",), "count"),
     MetricSpec("issue_active_pct", ("smsp__issue_active.avg.pct_of_peak_sustained_active",), "percent"),
     MetricSpec("eligible_warps_per_cycle", ("smsp__warps_eligible.avg.per_cycle_active",), "count"),

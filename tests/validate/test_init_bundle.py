@@ -1,0 +1,141 @@
+"""`tlx-agent init-bundle`: the signature it reads, the files it writes, the inputs it refuses."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.init_bundle import read_entry, render_harness
+from protocol.bundle import BundleError, load_cases_file, load_target_file
+from tests.conftest import PROJECT_ROOT, run_cli
+
+pytestmark = pytest.mark.timeout(120)
+
+VECTOR_ADD = PROJECT_ROOT / "examples" / "vector_add" / "kernel.py"
+KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.jit
+def other_kernel(x_ptr):
+    pass
+
+
+def scaled(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, factor: float = 2.0, *, block: int = 64) -> None:
+    scale_kernel[(1,)](x, out, x.numel(), BLOCK=block)
+
+
+def with_scalar(x, eps: float):
+    return x
+
+
+def misplaced(out, x):
+    return x
+
+
+def variadic(*tensors):
+    return tensors[0]
+
+
+def nothing():
+    return None
+'''
+
+
+def _entry(name: str, source: str = KERNEL):
+    return read_entry(ast.parse(source), name, Path("/k/kernel.py"))
+
+
+def test_the_signature_gives_inputs_outputs_and_the_launched_kernel() -> None:
+    signature = _entry("scaled")
+    assert (signature.inputs, signature.outputs, signature.kernels) == (["x", "w"], ["out"], ["scale_kernel"])
+    assert signature.main_scope == "scale_kernel"
+    vector_add = read_entry(ast.parse(VECTOR_ADD.read_text()), "vector_add", VECTOR_ADD)
+    assert (vector_add.inputs, vector_add.outputs, vector_add.main_scope) == (["x", "y"], [], "add_kernel")
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ("missing", "defines no top-level function 'missing'; public functions: scaled, with_scalar"),
+    ("scale_kernel", "'scale_kernel' in /k/kernel.py is a Triton kernel; pass the Python function that launches it"),
+    ("with_scalar", "required scalar parameter(s) eps"),
+    ("misplaced", "output parameter(s) out must come after every input"),
+    ("variadic", "variadic entry points cannot be inferred"),
+    ("nothing", "takes no input tensor"),
+])
+def test_entries_that_cannot_be_inferred_are_refused(entry: str, message: str) -> None:
+    with pytest.raises(BundleError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _entry(entry)
+
+
+def test_the_written_bundle_loads_and_the_harness_embeds_the_untouched_kernel(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    run = run_cli("init-bundle", "--kernel", VECTOR_ADD, "--entry", "vector_add", "--out", out)
+    assert run.returncode == 0, run.stderr
+    reply = json.loads(run.stdout)
+    assert reply["inputs"] == ["x", "y"] and reply["main_scope"] == "add_kernel"
+    assert reply["validate_command"][:2] == ["tlx-agent", "validate"] and "--arch" in reply["validate_command"]
+    assert "init-bundle next:" in run.stderr
+    cases = load_cases_file(out / "cases.json")
+    assert [c.case_id for c in cases] == ["n2048", "ragged_1001"] and all(c.protected for c in cases)
+    target = load_target_file(out / "target.json")
+    assert (target.backend, target.architecture, target.environment, target.main_scope) == (
+        "cpu", "interpreter", {"TRITON_INTERPRET": "1"}, "add_kernel")
+    harness = (out / "harness.py").read_text()
+    namespace: dict = {}
+    exec(compile(ast.parse(harness), "harness", "exec"), namespace)  # noqa: S102 - our own generated file
+    assert namespace["REFERENCE_SOURCE"] == VECTOR_ADD.read_text()
+    assert namespace["INPUT_NAMES"] == ("x", "y") and namespace["OUTPUT_NAMES"] == ()
+    assert all(callable(namespace[name]) for name in ("build", "verify", "benchmark", "profile", "run_case"))
+
+    again = run_cli("init-bundle", "--kernel", VECTOR_ADD, "--entry", "vector_add", "--out", out)
+    assert again.returncode == 1 and "already exist(s); choose another --out or pass --force" in again.stderr
+    forced = run_cli("init-bundle", "--kernel", VECTOR_ADD, "--entry", "vector_add", "--out", out, "--force",
+                     "--kind", "rowwise")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads((out / "cases.json").read_text())[0]["parameters"] == {"rows": 8, "cols": 128,
+                                                                             "budget_seconds": 0.3}
+
+
+def test_a_cuda_bundle_names_its_architecture_and_production_shapes(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    run = run_cli("init-bundle", "--kernel", VECTOR_ADD, "--entry", "vector_add", "--out", out, "--backend", "cuda")
+    assert run.returncode == 1 and "--backend cuda needs --arch" in run.stderr and not out.exists()
+    run = run_cli("init-bundle", "--kernel", VECTOR_ADD, "--entry", "vector_add", "--out", out, "--backend", "cuda",
+                  "--arch", "cpu")
+    assert run.returncode == 1 and "is not a known CUDA architecture" in run.stderr
+    run = run_cli("init-bundle", "--kernel", VECTOR_ADD, "--entry", "vector_add", "--out", out, "--backend", "cuda",
+                  "--arch", "h200", "--dtype", "bfloat16")
+    assert run.returncode == 0, run.stderr
+    target = load_target_file(out / "target.json")
+    assert (target.backend, target.architecture, target.device, target.environment) == ("cuda", "h200", "cuda:0", {})
+    assert load_cases_file(out / "cases.json")[0].parameters == {"n": 16777216}
+    assert "DTYPE = torch.bfloat16" in (out / "harness.py").read_text()
+
+
+def test_bad_init_bundle_input_is_one_line(tmp_path: Path) -> None:
+    run = run_cli("init-bundle", "--kernel", tmp_path / "nope.py", "--entry", "f", "--out", tmp_path / "b")
+    assert run.returncode == 1 and "nope.py does not exist" in run.stderr and run.stderr.count("\n") == 1
+    run = run_cli("init-bundle", "--kernel", VECTOR_ADD, "--entry", "add_kernel", "--out", tmp_path / "b")
+    assert run.returncode == 1 and "is a Triton kernel" in run.stderr
+    run = run_cli("init-bundle", "--kernel", VECTOR_ADD, "--entry", "vector_add", "--out", tmp_path / "b",
+                  "--dtype", "bfloat16")
+    assert run.returncode == 1 and "no bf16 arithmetic" in run.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_rendered_harness_names_outputs_after_inputs() -> None:
+    harness = render_harness(kernel_file="kernel.py", signature=_entry("scaled"), kind="rowwise", dtype="float16",
+                             source=KERNEL)
+    assert "OUTPUT_NAMES = ('out',)" in harness and "INPUT_NAMES = ('x', 'w')" in harness
+    assert "Preallocated outputs out are passed after the inputs." in harness
+    assert "MAIN_SCOPE = 'scale_kernel'" in harness
+    ast.parse(harness)
