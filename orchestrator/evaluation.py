@@ -53,7 +53,10 @@ from protocol.worker import (
 )
 
 PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
-SHUTDOWN_MIN_SECONDS = 2.0  # an honest worker answers shutdown at once, even past a nearly spent deadline
+MAX_SAMPLE_US = 1e12  # 11.6 days: anything above is not a kernel timing
+# An honest worker answers shutdown at once (it is waiting in recv), so a short window, granted even
+# past a nearly spent deadline, is plenty; the same bound applies to the EOF that must follow `finished`.
+SHUTDOWN_MIN_SECONDS, SHUTDOWN_MAX_SECONDS = 2.0, 5.0
 RESOURCE_SIGNALS = {signal.SIGXCPU: "CPU time limit (RLIMIT_CPU)", signal.SIGXFSZ: "file size limit (RLIMIT_FSIZE)"}
 
 
@@ -179,6 +182,16 @@ class _Session:
         return self.rng.randrange(2**31)
 
 
+def _summarized(samples: list[float]) -> Any:
+    """Statistics of benchmark samples; samples the worker's own checks would never send are a violation."""
+    if not all(0.0 < sample < MAX_SAMPLE_US for sample in samples):
+        raise ProtocolViolation(f"benchmark reply invalid: samples must be > 0 and < {MAX_SAMPLE_US:.0e} µs")
+    try:
+        return sample_stats(samples)
+    except (ArithmeticError, ValueError) as exc:
+        raise ProtocolViolation(f"benchmark samples cannot be summarized: {exc}") from None
+
+
 def _validated(model: type, value: dict[str, Any], what: str) -> Any:
     from pydantic import ValidationError
 
@@ -252,7 +265,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
                             _failure_reason(f"benchmark (case {case.case_id})", reply))
             timing = _validated(BenchmarkValue, reply.value, "benchmark")
             measurement.samples_us = timing.samples_us
-            measurement.stats = sample_stats(timing.samples_us)
+            measurement.stats = _summarized(timing.samples_us)
             measurement.warmup_count = timing.warmup_count
             measurement.cache_policy = timing.cache_policy
             measurement.metrics.update({f"benchmark.{k}": v for k, v in timing.metrics.items()})
@@ -282,7 +295,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
     await session.connection.send(ShutdownCommand())
     # The results count only after the worker's own loop acknowledges the shutdown and then closes the
     # channel: a reply forged by the candidate for the last command is followed by the real one here.
-    window = max(SHUTDOWN_MIN_SECONDS, min(10.0, plan.deadline - trio.current_time()))
+    window = max(SHUTDOWN_MIN_SECONDS, min(SHUTDOWN_MAX_SECONDS, plan.deadline - trio.current_time()))
     with trio.move_on_after(window) as scope:
         finished = await session.connection.receive_event()
     if scope.cancelled_caught:

@@ -9,10 +9,12 @@ worker's stdout/stderr into a bounded log file.
 from __future__ import annotations
 
 import json
+import math
 import select
 import socket
 import subprocess
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -91,7 +93,13 @@ class OutputCapture:
     tail: bytearray = field(default_factory=bytearray)
 
     async def drain(self, stream: trio.abc.ReceiveStream) -> None:
-        with self.path.open("ab") as log:
+        """Read until EOF (the caller cancels it when a grandchild keeps the pipe open); a log file that
+        cannot be opened or written (full disk) loses the log, never the run."""
+        try:
+            log = self.path.open("ab")
+        except OSError:
+            log = None
+        try:
             while True:
                 try:
                     chunk = await stream.receive_some(65536)
@@ -99,17 +107,29 @@ class OutputCapture:
                     return
                 if not chunk:
                     return
-                room = self.limit_bytes - self.written
-                if room > 0:
-                    log.write(chunk[:room])
-                    log.flush()
-                    self.written += min(room, len(chunk))
-                self.dropped += max(0, len(chunk) - max(room, 0))
+                kept = self._keep(log, chunk[: max(0, self.limit_bytes - self.written)])
+                self.written += kept
+                self.dropped += len(chunk) - kept
                 self.tail = (self.tail + chunk)[-4096:]
+        finally:
+            if log is not None:
+                with suppress(OSError):
+                    log.close()
+
+    def _keep(self, log: Any, head: bytes) -> int:
+        if not head or log is None:
+            return 0
+        try:
+            log.write(head)
+            log.flush()
+        except OSError:
+            self.limit_bytes = self.written  # stop trying; everything from here on is only counted
+            return 0
+        return len(head)
 
     def finish(self) -> None:
         if self.dropped:
-            with self.path.open("ab") as log:
+            with suppress(OSError), self.path.open("ab") as log:
                 log.write(f"\n[tlx-agent] worker output truncated: {self.dropped} more bytes dropped\n".encode())
 
 
@@ -188,6 +208,11 @@ class WorkerConnection:
             raise ProtocolViolation(f"data after the finished event: {describe_unsolicited(bytes(self._buffer))}")
 
 
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def describe_unsolicited(data: bytes) -> str:
     """One line about bytes nobody asked for: the event they parse to, or their size."""
     line, newline, _rest = data.partition(b"\n")
@@ -202,13 +227,29 @@ def describe_unsolicited(data: bytes) -> str:
     return f"{len(data)} bytes without a complete line"
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} overflows a float")
+    return value
+
+
 def parse_event(line: bytes) -> Any:
+    """One protocol line -> a validated event. Anything else, however hostile (NaN or 1e999 that would
+    break the JSON artifacts later, 5000-digit integers, nesting deep enough to overflow the parser's
+    stack), is a ProtocolViolation and never an exception that could take the orchestrator down."""
     try:
-        payload = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProtocolViolation(f"invalid JSON on the protocol channel: {exc}") from None
+        payload = json.loads(line, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ProtocolViolation(f"invalid JSON on the protocol channel: {_short(exc)}") from None
     try:
         return WORKER_EVENT_ADAPTER.validate_python(payload)
+    except RecursionError:
+        raise ProtocolViolation("event nested too deeply") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -7,6 +7,7 @@ escapees, children holding the protocol socket, flooded output) is taken ten tim
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,10 +84,8 @@ KINDS = [
 def open_fds() -> list[str]:
     found = []
     for name in os.listdir("/proc/self/fd"):
-        try:
+        with contextlib.suppress(OSError):  # the fd listdir itself used is gone already
             found.append(f"{name}->{os.readlink(f'/proc/self/fd/{name}')}")
-        except OSError:
-            pass  # the fd listdir itself used
     return sorted(found)
 
 

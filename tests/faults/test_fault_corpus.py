@@ -79,6 +79,7 @@ FAULTS = [
           ("during shutdown", "unexpected reply event while waiting for the finished event")),
     Fault("forged_replies_then_hang", "protocol_violation",
           ("during benchmark: unsolicited data before shutdown: a finished event",)),
+    Fault("nested_json_on_protocol_fd", "protocol_violation", ("during build: invalid JSON", "recursion")),
     Fault("garbage_on_protocol_fd", "protocol_violation", ("during build", "invalid JSON")),
     Fault("endless_line_on_protocol_fd", "protocol_violation", ("during build", "without a newline")),
     Fault("memory_hog", "resource_limit", ("verify (case n256): resource limit: memory (RLIMIT_DATA 1.00 GiB) exhausted: MemoryError",),

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""How close does `--provider tune` get to the best configuration of the same knobs? (H200 script)
+
+Enumerates the knob grid that the tuner itself searches (`orchestrator.providers.tune.find_knobs` and
+`DOMAINS`, restricted per kind by --values), measures every configuration in ONE process through the
+example's own harness on its first h200 case (build, verify, benchmark), and measures the tuner's
+winner (`best_kernel.py` of a tune run) in the same process, so the ratio is side by side. The grid is
+walked in a fixed random order under a time cap; the report says how much of it was covered.
+
+  python3 scripts/tuner_study.py --example softmax --tuned RUN/best_kernel.py --out DIR [--seconds 90]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+GRID = {"block": (64, 128, 256, 512, 1024, 2048, 4096), "tile": (32, 64, 128, 256), "warps": (1, 2, 4, 8, 16),
+        "stages": (1, 2, 3, 4), "group": (1, 8)}
+
+
+def main() -> int:
+    from orchestrator.providers.tune import apply_knob, find_knobs
+    from sandbox_worker.harness_kit import context
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--example", required=True)
+    parser.add_argument("--tuned", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seconds", type=float, default=90.0)
+    args = parser.parse_args()
+    import importlib.util
+
+    example = ROOT / "examples" / args.example
+    spec = importlib.util.spec_from_file_location("study_harness", example / "harness.py")
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    target = json.loads((example / "h200/target.json").read_text())
+    case = json.loads((example / "h200/cases.json").read_text())[0]
+    case["parameters"]["budget_seconds"] = 0.2
+    source = (example / "kernel.py").read_text()
+    knobs = find_knobs(source)
+    grid = list(itertools.product(*(GRID[k.kind] for k in knobs)))
+    random.Random(0).shuffle(grid)
+
+    def measure(text: str) -> float | None:
+        context.set_command_context(seed=random.randrange(2**31), phase="verify")
+        built = harness.build(text, target)
+        if not built.get("success", True):
+            return None
+        artifact = built.get("artifact", built)
+        try:
+            if not harness.verify(artifact, case)["passed"]:
+                return None
+            context.set_command_context(seed=random.randrange(2**31), phase="benchmark")
+            return statistics.median(harness.benchmark(artifact, case, 10)["samples_us"])
+        except Exception:  # noqa: BLE001 - an illegal configuration (resources) is just skipped
+            return None
+
+    started = time.time()
+    results = []
+    baseline = measure(source)
+    tuned = measure(args.tuned.read_text()) if args.tuned and args.tuned.exists() else None
+    for values in grid:
+        if time.time() - started > args.seconds:
+            break
+        text = source
+        for knob, value in zip(knobs, values, strict=True):
+            text = apply_knob(text, next(k for k in find_knobs(text) if k.key == knob.key), value)
+        results.append({"config": dict(zip((k.name for k in knobs), values, strict=True)), "median_us": measure(text)})
+    valid = [r for r in results if r["median_us"]]
+    best = min(valid, key=lambda r: r["median_us"]) if valid else None
+    report = {"example": args.example, "case": case["case_id"], "knobs": [k.name for k in knobs],
+              "grid_size": len(grid), "measured": len(results), "valid": len(valid),
+              "baseline_us": baseline, "tuned_us": tuned, "best": best,
+              "tuned_vs_best": (best["median_us"] / tuned) if best and tuned else None,
+              "seconds": time.time() - started}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"tuner_study_{args.example}.json").write_text(json.dumps({**report, "results": results}, indent=1))
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
