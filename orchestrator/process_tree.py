@@ -16,6 +16,7 @@ import psutil
 import trio
 
 PR_SET_CHILD_SUBREAPER = 36
+SWEEP_ROUNDS = 20
 
 
 def become_subreaper() -> bool:
@@ -74,11 +75,8 @@ async def kill_tree(process: trio.Process, token: str, *, grace_seconds: float =
     _signal_all(process.pid, snapshot, signal.SIGKILL)
     with trio.move_on_after(max(grace_seconds, 2.0)):
         await process.wait()
-    escapees = processes_with_token(token, exclude={os.getpid()})
-    for proc in escapees:
-        with suppress(psutil.Error):
-            proc.kill()
-    leftovers = [p.pid for p in snapshot] + [p.pid for p in escapees]
+    escapees = await _sweep_token(token)
+    leftovers = [p.pid for p in snapshot] + escapees
     if leftovers:
         with trio.move_on_after(1.0):
             for _ in range(20):
@@ -87,6 +85,24 @@ async def kill_tree(process: trio.Process, token: str, *, grace_seconds: float =
                     break
                 await trio.sleep(0.05)
     return len(escapees)
+
+
+async def _sweep_token(token: str, *, rounds: int = SWEEP_ROUNDS, seconds: float = 2.0) -> list[int]:
+    """SIGKILL every process carrying the token, again and again until none is left (bounded): an escapee
+    that keeps forking creates new carriers while a single pass over the process table is running."""
+    killed: list[int] = []
+    with trio.move_on_after(seconds):
+        for _ in range(rounds):
+            carriers = processes_with_token(token, exclude={os.getpid()})
+            if not carriers:
+                break
+            for proc in carriers:
+                with suppress(psutil.Error):
+                    proc.kill()
+                if proc.pid not in killed:
+                    killed.append(proc.pid)
+            await trio.sleep(0.02)
+    return killed
 
 
 def _is_alive(pid: int) -> bool:

@@ -33,11 +33,11 @@ run_opt() {  # name example extra...
   echo "$name wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
   summary "$name" "$OUT/$name.json"
 }
-RUN_LIMIT=230 run_opt softmax_tune softmax --provider tune --max-rounds 1 --candidates-per-round 2 --isolation strict
+RUN_LIMIT=200 run_opt softmax_tune softmax --provider tune --max-rounds 1 --candidates-per-round 2 --isolation strict
 python3 scripts/measurement_study.py --out "$OUT/study" --processes 2 --blocks 5 --budget-seconds 0.2 2>&1 | tail -6 | tee -a "$OUT/summary.txt"
-RUN_LIMIT=100 run_opt matmul_tune matmul --provider tune --max-rounds 2 --candidates-per-round 1 --no-profile
+RUN_LIMIT=90 run_opt matmul_tune matmul --provider tune --max-rounds 2 --candidates-per-round 1 --no-profile
 for ex in softmax matmul; do
-  timeout 60 python3 scripts/tuner_study.py --example $ex --tuned "$OUT/${ex}_tune/best_kernel.py" --out "$OUT" --seconds 40 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
+  timeout 50 python3 scripts/tuner_study.py --example $ex --tuned "$OUT/${ex}_tune/best_kernel.py" --out "$OUT" --seconds 30 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
 done
 grep -h "deep_profile\|isolation mode" "$OUT"/softmax_tune.log | cut -c1-300 | tee -a "$OUT/summary.txt"
 rm -rf "$OUT"/softmax_tune/experiments/*/workers "$OUT"/matmul_tune/experiments/*/workers

@@ -146,6 +146,14 @@ def test_setsid_double_fork_escapee_is_swept(tmp_path):
 
 
 @pytest.mark.timeout(240)
+def test_escapee_that_keeps_forking_is_swept_with_all_its_children(tmp_path):
+    marker = f"tlx-forking-escapee-{uuid.uuid4().hex}"
+    run = run_fault(tmp_path, "forking_escapee", substitutions={"__MARKER__": marker})
+    assert_contained(run, "incorrect", "protected case n256 failed", markers=(marker,))
+    assert run.candidate_evaluation()["worker"]["leftover_processes_killed"] >= 2
+
+
+@pytest.mark.timeout(240)
 def test_fork_storm_children_holding_the_protocol_socket_are_killed(tmp_path):
     run = run_fault(tmp_path, "fork_storm")
     assert_contained(run, "incorrect", "protected case n256 failed")
