@@ -11,9 +11,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator.promotion import PromotionTest, promotion_test
-from orchestrator.statistics import weighted_geomean
+from orchestrator.statistics import pooled_between_run_sd, weighted_geomean
 from protocol.bundle import Budget, Case
 from protocol.results import CaseComparison, Decision, DecisionStatus, Evaluation, EvaluationStatus
+
+
+# Relative between-process noise assumed at least (H200 A/A study: 0.1-0.3 % for kernels >= 50 µs).
+DEFAULT_NOISE_FLOOR = 0.002
+
+
+def noise_floor_from_history(groups_by_case: dict[str, list[list[float]]], *, minimum: float = DEFAULT_NOISE_FLOOR,
+                             min_dof: int = 2) -> float:
+    """The promotion test's noise floor: the worst case's pooled between-run sd of repeated sources.
+
+    `groups_by_case[case_id]` holds, per source measured more than once, the medians of its runs. With too
+    few repeats the assumed floor stands; the estimate never lowers it.
+    """
+    worst = minimum
+    for groups in groups_by_case.values():
+        sd, dof = pooled_between_run_sd(groups)
+        if dof >= min_dof:
+            worst = max(worst, sd)
+    return worst
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,7 @@ def decide(
     profile_veto: str | None = None,
     test_seed: int = 0,
     confidence: float = 0.99,
+    noise_floor: float = DEFAULT_NOISE_FLOOR,
 ) -> Verdict:
     if candidate.status is not EvaluationStatus.OK:
         return Verdict(Decision(status=DecisionStatus.REJECTED if candidate.status is EvaluationStatus.INCORRECT
@@ -97,7 +117,8 @@ def decide(
         test = promotion_test(
             {c.case_id: _runs([candidate], c.case_id) for c in passing},
             {c.case_id: _runs(incumbents, c.case_id) for c in passing},
-            {c.case_id: c.weight for c in passing}, budget.min_speedup, confidence=confidence, seed=test_seed)
+            {c.case_id: c.weight for c in passing}, budget.min_speedup, confidence=confidence, seed=test_seed,
+            noise_floor=noise_floor)
     gates = {
         "correct": correct,
         "speedup": aggregate >= budget.min_speedup,

@@ -19,7 +19,7 @@ from orchestrator.commit_step import CommitStep
 from orchestrator.config import RunConfig
 from orchestrator.evaluation import EvaluationPlan, run_evaluation
 from orchestrator.live_log import LiveLog
-from orchestrator.policy import Verdict, decide
+from orchestrator.policy import Verdict, decide, noise_floor_from_history
 from orchestrator.process_tree import become_subreaper
 from orchestrator.promotion import measurement_schedule
 from orchestrator.providers.base import (
@@ -71,6 +71,8 @@ class RunState:
     experiments: list[ExperimentRecord] = field(default_factory=list)
     seen_digests: dict[str, str] = field(default_factory=dict)  # normalized digest -> experiment id
     rounds_without_promotion: int = 0
+    # normalized digest -> case id -> medians of every benchmarked run of that source (between-run noise)
+    run_medians: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     stopping_reason: str = "round_budget_exhausted"
 
 
@@ -144,6 +146,12 @@ class OptimizationRun:
             profile_request=self.profile_factory(experiment_id, profile_level, profile_reason) if profile_level else None)
         self.log.progress(f"{experiment_id} evaluating {label} ({tag})")
         evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
+        if evaluation.status is EvaluationStatus.OK and benchmark:
+            source_key = normalized_digest(kernel_path.read_text(encoding="utf-8"))
+            per_case = state.run_medians.setdefault(source_key, {})
+            for measured in evaluation.cases:
+                if measured.stats is not None:
+                    per_case.setdefault(measured.case_id, []).append(measured.stats.median)
         self.artifacts.journal("evaluation", experiment_id=experiment_id, label=label, tag=tag,
                                status=evaluation.status.value, reason=evaluation.reason,
                                wall_seconds=evaluation.worker.wall_seconds)
@@ -352,14 +360,17 @@ class OptimizationRun:
         assert candidate is not None
         incumbents = [e for e in evaluations if e.label == "incumbent"]
         test_seed = secrets.randbelow(2**31)
+        noise_floor = self.noise_floor(state)
         verdict = decide(self.inputs.cases, candidate, incumbents, self.config.budget, test_seed=test_seed,
-                         confidence=self.config.confidence)
+                         confidence=self.config.confidence, noise_floor=noise_floor)
         if self.config.profile and candidate.status is EvaluationStatus.OK:
             veto = await self.profile_evidence(state, record, candidate, incumbent, verdict, deadline)
             if veto is not None:
                 verdict = decide(self.inputs.cases, candidate, incumbents, self.config.budget, profile_veto=veto,
-                                 test_seed=test_seed, confidence=self.config.confidence)
+                                 test_seed=test_seed, confidence=self.config.confidence, noise_floor=noise_floor)
         self.apply_verdict(record, verdict)
+        if record.statistics:
+            record.statistics["noise_floor"] = noise_floor
         self.log.event(reporting.decision_line(experiment_id, record))
         self.record(state, record, started)
         if record.decision and record.decision.status is DecisionStatus.PROMOTED:
@@ -415,6 +426,15 @@ class OptimizationRun:
         return veto
 
     @staticmethod
+    def noise_floor(state: RunState) -> float:
+        """Between-run noise learnt from every source measured more than once so far in this run."""
+        groups: dict[str, list[list[float]]] = {}
+        for per_case in state.run_medians.values():
+            for case_id, medians in per_case.items():
+                groups.setdefault(case_id, []).append(medians)
+        return noise_floor_from_history(groups)
+
+    @staticmethod
     def apply_verdict(record: ExperimentRecord, verdict: Verdict) -> None:
         record.decision = verdict.decision
         record.comparisons = verdict.comparisons
@@ -463,7 +483,8 @@ class OptimizationRun:
                                                        deadline=state.deadline))
         assert final is not None
         verdict = decide(self.inputs.cases, final, [e for e in evaluations if e.label == "incumbent"],
-                         self.config.budget, test_seed=secrets.randbelow(2**31), confidence=self.config.confidence)
+                         self.config.budget, test_seed=secrets.randbelow(2**31), confidence=self.config.confidence,
+                         noise_floor=self.noise_floor(state))
         record = ExperimentRecord(experiment_id="final", parent_id=incumbent.experiment_id,
                                   source_sha256=raw_digest(incumbent.source),
                                   normalized_sha256=normalized_digest(incumbent.source), source_path=str(final_path),

@@ -56,3 +56,22 @@ def geometric_mean(values: Sequence[float]) -> float:
     if min(values) == max(values):
         return float(values[0])  # exact: one run's (or identical runs') median is reported unchanged
     return math.exp(math.fsum(math.log(v) for v in values) / len(values))
+
+
+def pooled_between_run_sd(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """Pooled standard deviation of log run medians within groups of runs of the same source.
+
+    Every time the run re-measures an unchanged source (the incumbent before and after each candidate,
+    the baseline again at revalidation) it learns how far fresh processes drift apart. Pooling the
+    within-source deviations gives a between-run noise estimate with many degrees of freedom, where a
+    single A/B/A triple has one. Returns (sd, degrees of freedom); (0.0, 0) without any repeated source.
+    """
+    squares, dof = 0.0, 0
+    for medians in groups:
+        logs = [math.log(m) for m in medians if m > 0]
+        if len(logs) < 2:
+            continue
+        centre = math.fsum(logs) / len(logs)
+        squares += math.fsum((x - centre) ** 2 for x in logs)
+        dof += len(logs) - 1
+    return (math.sqrt(squares / dof), dof) if dof else (0.0, 0)

@@ -102,8 +102,11 @@ def evaluation(label: str, case, samples):
     return Evaluation(label=label, status=EvaluationStatus.OK, cases=[measured])
 
 
-def analyse(measurements: list[dict], trials: int, seed: int) -> dict:
-    from orchestrator.policy import decide
+def analyse(measurements: list[dict], trials: int, seed: int, *, learn_noise: bool = True) -> dict:
+    """A/B/A trials through the agent's decision. With `learn_noise`, the promotion test's noise floor is
+    what the agent learns in a run: the pooled between-run spread of the incumbent's repeated runs (here the
+    incumbent variant's other runs, from every process); without it, the fixed 0.2 % default."""
+    from orchestrator.policy import DEFAULT_NOISE_FLOOR, decide, noise_floor_from_history
     from protocol.bundle import Budget, Case
 
     budget = Budget()
@@ -132,6 +135,12 @@ def analyse(measurements: list[dict], trials: int, seed: int) -> dict:
         outcome = {}
         for name, incumbent_variant, candidate_variant in (("aa", "A", "A2"), *((g, g, "A") for g in GAINS)):
             promoted = 0
+            floor = DEFAULT_NOISE_FLOOR
+            if learn_noise:
+                runs_of = {}
+                for run in by_variant[incumbent_variant]:
+                    runs_of.setdefault(run["process"], []).append(statistics.median(run["samples_us"]))
+                floor = noise_floor_from_history({"study": [sum(runs_of.values(), [])]})
             for _ in range(trials):
                 first, last = rng.sample(by_variant[incumbent_variant], 2)
                 middle = rng.choice([r for r in by_variant[candidate_variant]
@@ -140,9 +149,9 @@ def analyse(measurements: list[dict], trials: int, seed: int) -> dict:
                 verdict = decide([case], evaluation("candidate", case, middle["samples_us"]),
                                  [evaluation("incumbent", case, first["samples_us"]),
                                   evaluation("incumbent", case, last["samples_us"])],
-                                 budget, test_seed=rng.randrange(2**31))
+                                 budget, test_seed=rng.randrange(2**31), noise_floor=floor)
                 promoted += verdict.decision.status.value == "promoted"
-            outcome[name] = {"trials": trials, "promoted": promoted, "rate": promoted / trials}
+            outcome[name] = {"trials": trials, "promoted": promoted, "rate": promoted / trials, "noise_floor": floor}
         results[example] = {"noise": noise, "outcomes": outcome}
     return results
 
@@ -157,6 +166,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--measure", nargs=2, metavar=("EXAMPLE", "INDEX"))
     parser.add_argument("--analyse-only", action="store_true")
+    parser.add_argument("--fixed-noise-floor", action="store_true", help="analyse with the 0.2 %% default floor only")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.measure:
@@ -172,7 +182,7 @@ def main() -> int:
                                 "--budget-seconds", str(args.budget_seconds), "--measure", example, str(index)],
                                check=True)
     measurements = [json.loads(p.read_text()) for p in sorted(args.out.glob("runs_*.json"))]
-    results = analyse(measurements, args.trials, seed=7)
+    results = analyse(measurements, args.trials, seed=7, learn_noise=not args.fixed_noise_floor)
     (args.out / "study.json").write_text(json.dumps(results, indent=2))
     print(f"measurement study ({time.time() - started:.0f} s)")
     print(f"{'example':<11} {'kernel_us':>10} {'run_cv':>8} {'in_run_cv':>9} "

