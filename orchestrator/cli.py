@@ -59,6 +59,9 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     measure.add_argument("--profile", dest="profile", action="store_true", default=True,
                          help="collect Proton and native profiles (default: on)")
     measure.add_argument("--no-profile", dest="profile", action="store_false")
+    measure.add_argument("--diagnostic-instrumentation", action="store_true",
+                         help="also collect diagnostic-only Proton intra-kernel traces for the baseline and the "
+                              "finalist (never benchmarked, promoted or committed)")
     measure.add_argument("--schedule", default="aba",
                          help="measurement order per candidate: a = incumbent, b = candidate (default aba)")
     measure.add_argument("--confidence", type=float, default=0.99, help="confidence of the promotion test")

@@ -24,6 +24,7 @@ class RunConfig:
     model: str | None = None
     base_url: str | None = None
     profile: bool = True
+    diagnostic_instrumentation: bool = False
     reference_kernel: Path | None = None
     arch: str | None = None
     vcs: Literal["auto", "git", "hg"] = "auto"

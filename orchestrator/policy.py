@@ -95,6 +95,8 @@ def decide(
     confidence: float = 0.99,
     noise_floor: float = DEFAULT_NOISE_FLOOR,
 ) -> Verdict:
+    if any(e.label == "diagnostic" for e in (candidate, *incumbents)):
+        raise ValueError("diagnostic-only (instrumented) evaluations never take part in a promotion decision")
     if candidate.status is not EvaluationStatus.OK:
         return Verdict(Decision(status=DecisionStatus.REJECTED if candidate.status is EvaluationStatus.INCORRECT
                                 else DecisionStatus.FAILED,

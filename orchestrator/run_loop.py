@@ -45,6 +45,9 @@ from protocol.results import (
 from protocol.worker import IsolationConfig
 
 
+DIAGNOSTIC_LABEL = "diagnostic"
+
+
 class RunAborted(Exception):
     """Stops the run with an exit code and one message (bad baseline, tampered bundle, ...)."""
 
@@ -101,14 +104,16 @@ class OptimizationRun:
                                data_limit_bytes=self.config.data_limit_bytes,
                                cpu_seconds=int(self.config.budget.max_candidate_seconds * 2) + 10)
 
-    def profile_factory(self, experiment_id: str, level: str, reason: str):
+    def profile_factory(self, experiment_id: str, level: str, reason: str, diagnostic: bool = False):
         if not self.config.profile:
             return None
         base_dir = self.artifacts.experiment_dir(experiment_id) / "profile_artifacts"
+        extra = ({"tools": ["proton_intra_kernel"], "diagnostic_only": True, "granularity": "warp"}
+                 if diagnostic else {})
 
         def factory(case: Case) -> ProfileRequest | None:
             request = ProfileRequest(level=level, experiment_id=experiment_id, reason=reason,
-                                     artifacts_dir=str(base_dir / reporting.safe_name(case.case_id)))
+                                     artifacts_dir=str(base_dir / reporting.safe_name(case.case_id)), **extra)
             resolved, _diagnostics = resolve_native_profiler(request, self.inputs.target.backend)
             return resolved
 
@@ -124,7 +129,9 @@ class OptimizationRun:
 
     async def evaluate(self, state: RunState, *, label: str, experiment_id: str, kernel_path: Path, tag: str,
                        deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",
-                       benchmark: bool = True) -> Evaluation:
+                       benchmark: bool = True, diagnostic: bool = False) -> Evaluation:
+        if diagnostic and (benchmark or label != DIAGNOSTIC_LABEL):
+            raise ValueError("diagnostic-only instrumentation is never benchmarked and never labelled for decisions")
         self.check_bundle(state)
         assert self.bundle is not None
         experiment_dir = self.artifacts.experiment_dir(experiment_id)
@@ -143,7 +150,8 @@ class OptimizationRun:
             log_path=experiment_dir / ("worker.log" if label in ("candidate", "baseline", "final") else f"worker-{tag}.log"),
             deadline=min(deadline, now + budget.max_candidate_seconds), phase_seconds=budget.max_candidate_seconds,
             isolation=self.isolation_config(work_dir, profile_dir), worker_python=self.config.worker_python, benchmark=benchmark,
-            profile_request=self.profile_factory(experiment_id, profile_level, profile_reason) if profile_level else None)
+            profile_request=(self.profile_factory(experiment_id, profile_level, profile_reason, diagnostic)
+                             if profile_level else None))
         self.log.progress(f"{experiment_id} evaluating {label} ({tag})")
         evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
         if evaluation.status is EvaluationStatus.OK and benchmark:
@@ -241,7 +249,27 @@ class OptimizationRun:
         self.config.extra["device"] = evaluation.worker.device
         self.config.extra["isolation_worker"] = evaluation.worker.isolation
         self.write_manifest(state)
+        await self.diagnostic_instrumentation(state, "baseline", source_path, state.deadline)
         return evaluation
+
+    async def diagnostic_instrumentation(self, state: RunState, experiment_id: str, kernel_path: Path,
+                                         deadline: float) -> None:
+        """Seed Layer 3: Proton intra-kernel traces (warp granularity) in their own worker, kept apart:
+        written to diagnostic_profile.json, never benchmarked, never given to a decision, never committed."""
+        if not (self.config.diagnostic_instrumentation and self.config.profile):
+            return
+        evaluation = await self.evaluate(state, label=DIAGNOSTIC_LABEL, experiment_id=experiment_id,
+                                         kernel_path=kernel_path, tag="diagnostic-instrumentation", deadline=deadline,
+                                         profile_level="deep", profile_reason="diagnostic_instrumentation",
+                                         benchmark=False, diagnostic=True)
+        write_json(self.artifacts.experiment_dir(experiment_id) / "diagnostic_profile.json",
+                   {"diagnostic_only": True, "status": evaluation.status.value, "reason": evaluation.reason,
+                    "profiles": reporting.profiles_by_case(evaluation)})
+        available = [m.case_id for m in evaluation.cases if (m.profile or {}).get("instrumentation", {}) and
+                     (m.profile or {}).get("instrumentation", {}).get("available")]
+        self.log.event(f"{experiment_id} diagnostic_instrumentation={evaluation.status.value} "
+                       f"traces={len(available)}/{len(evaluation.cases)} diagnostic_only=true "
+                       "(never benchmarked, promoted or committed)")
 
     def context_for(self, state: RunState, incumbent: Incumbent, experiment_id: str, round_index: int, slot: int,
                     baseline: Evaluation, deadline: float) -> ProposalContext:
@@ -505,6 +533,7 @@ class OptimizationRun:
                 state.stopping_reason = "rollback_commit_failed"
             return final, None
         await self.commit_step.finalize(state, record)
+        await self.diagnostic_instrumentation(state, "final", final_path, state.deadline)
         return final, incumbent
 
     def finish(self, state: RunState, baseline: Evaluation, final: Evaluation | None,
