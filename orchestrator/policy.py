@@ -15,7 +15,6 @@ from orchestrator.statistics import pooled_between_run_sd, weighted_geomean
 from protocol.bundle import Budget, Case
 from protocol.results import CaseComparison, Decision, DecisionStatus, Evaluation, EvaluationStatus
 
-
 # Relative between-process noise assumed at least (H200 A/A study: 0.1-0.3 % for kernels >= 50 µs).
 DEFAULT_NOISE_FLOOR = 0.002
 

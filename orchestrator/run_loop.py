@@ -44,7 +44,6 @@ from protocol.results import (
 )
 from protocol.worker import IsolationConfig
 
-
 DIAGNOSTIC_LABEL = "diagnostic"
 
 

@@ -28,7 +28,7 @@ def verify(module, case):
     out = module.scale(list(values))
     if not isinstance(out, list) or len(out) != len(values):
         return {"passed": False, "diagnostics": "wrong output length or type"}
-    bad = [i for i, (o, v) in enumerate(zip(out, values)) if abs(o - 2.0 * v) > 1e-9 * max(1.0, abs(v))]
+    bad = [i for i, (o, v) in enumerate(zip(out, values, strict=True)) if abs(o - 2.0 * v) > 1e-9 * max(1.0, abs(v))]
     return {"passed": not bad, "diagnostics": f"{len(bad)} wrong elements" if bad else "",
             "metrics": {"wrong": len(bad)}}
 
