@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
-from pathlib import Path
 from types import ModuleType
 
 from sandbox_worker.harness_kit.context import scratch_dir

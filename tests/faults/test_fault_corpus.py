@@ -37,6 +37,7 @@ def assert_contained(run: FaultRun, status: str, *reason_parts: str, markers: tu
     """The candidate ended as `status` for the stated reason, and the run and its files survived it."""
     assert run.cli.returncode == 2, run.cli.stderr[-4000:]
     assert run.result["winner_experiment_id"] == "baseline"
+    assert run.result["stopping_reason"] == "provider_exhausted"  # the loop went on to ask for more
     assert run.status == status, f"{run.status}: {run.reason}"
     for part in reason_parts:
         assert part in run.reason, run.reason
