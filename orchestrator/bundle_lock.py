@@ -91,18 +91,6 @@ def lock_files(inputs: Inputs) -> dict[str, LockedFile]:
             for role, path in input_files(inputs).items()}
 
 
-def changed_files(locked: dict[str, LockedFile]) -> list[str]:
-    """Roles whose file no longer hashes as locked (or vanished)."""
-    changed = []
-    for role, entry in locked.items():
-        try:
-            if sha256_file(Path(entry.path)) != entry.sha256:
-                changed.append(role)
-        except OSError:
-            changed.append(role)
-    return changed
-
-
 def load_lock(path: Path) -> BundleLock:
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))

@@ -75,6 +75,8 @@ class RunState:
     rounds_without_promotion: int = 0
     # normalized digest -> case id -> medians of every benchmarked run of that source (between-run noise)
     run_medians: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # path -> sha256 of every source the run wrote and will evaluate again (checked before each worker)
+    written_sources: dict[str, str] = field(default_factory=dict)
     stopping_reason: str = "round_budget_exhausted"
 
 
@@ -126,12 +128,28 @@ class OptimizationRun:
             raise RunAborted(1, f"frozen bundle file {self.bundle.path(changed)} changed during the run; "
                                 "the run cannot be trusted and stops", "bundle_tampered")
 
+    def check_source(self, state: RunState, kernel_path: Path) -> None:
+        """A source written earlier in the run (the incumbent, the baseline) must still be what was written:
+        a candidate that got past the sandbox must not be able to swap the kernel its rival is measured with."""
+        expected = state.written_sources.get(str(kernel_path))
+        if expected is None:
+            return
+        try:
+            actual = raw_digest(kernel_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            actual = None
+        if actual != expected:
+            state.stopping_reason = "bundle_tampered"
+            raise RunAborted(1, f"{kernel_path} changed after it was written; the run cannot be trusted and stops",
+                             "bundle_tampered")
+
     async def evaluate(self, state: RunState, *, label: str, experiment_id: str, kernel_path: Path, tag: str,
                        deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",
                        benchmark: bool = True, diagnostic: bool = False) -> Evaluation:
         if diagnostic and (benchmark or label != DIAGNOSTIC_LABEL):
             raise ValueError("diagnostic-only instrumentation is never benchmarked and never labelled for decisions")
         self.check_bundle(state)
+        self.check_source(state, kernel_path)
         assert self.bundle is not None
         experiment_dir = self.artifacts.experiment_dir(experiment_id)
         work_dir = experiment_dir / "workers" / tag
@@ -228,6 +246,7 @@ class OptimizationRun:
 
     async def run_baseline(self, state: RunState) -> Evaluation:
         source_path = self.artifacts.write_source("baseline", self.inputs.kernel_source)
+        state.written_sources[str(source_path)] = raw_digest(self.inputs.kernel_source)
         self.log.event(f"baseline status=evaluating source={str(source_path)!r}")
         evaluation = await self.evaluate(state, label="baseline", experiment_id="baseline", kernel_path=source_path,
                                          tag="baseline", deadline=state.deadline, profile_level="deep",
@@ -352,6 +371,7 @@ class OptimizationRun:
         record.metadata = proposal.metadata
         self.log.event(reporting.proposal_line(experiment_id, proposal.metadata))
         source_path = self.artifacts.write_source(experiment_id, proposal.source)
+        state.written_sources[str(source_path)] = raw_digest(proposal.source)
         incremental, cumulative = self.artifacts.write_patches(experiment_id, proposal.source, incumbent.experiment_id,
                                                                incumbent.source, self.inputs.kernel_source)
         record.source_path, record.incremental_patch_path = str(source_path), str(incremental)
@@ -493,6 +513,7 @@ class OptimizationRun:
             return None, None
         self.log.event(f"final status=revalidating winner={incumbent.experiment_id}")
         final_path = self.artifacts.write_source("final", incumbent.source)
+        state.written_sources[str(final_path)] = raw_digest(incumbent.source)
         evaluations: list[Evaluation] = []
         final: Evaluation | None = None
         baseline_path = self.artifacts.root / "experiments/baseline/kernel.py"

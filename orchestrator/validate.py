@@ -45,7 +45,6 @@ from orchestrator.bundle_lock import (
     BundleLock,
     CaseStability,
     CheckResult,
-    changed_files,
     lock_files,
 )
 from orchestrator.evaluation import EvaluationPlan, run_evaluation
@@ -378,11 +377,12 @@ class Preflight:
             checks.append(_skipped("benchmark_stability", "not measured: the untouched kernel failed before "
                                                           "benchmarking"))
         checks.append(check_profile(first, self.inputs.target, self.inputs.harness_functions, self.settings.profile))
-        if first.cases:
+        if checks[1].status == "passed":
             checks += await self.negatives()
         else:
-            checks += [_skipped(name, "not run: the untouched kernel does not build, so a rejection proves nothing")
-                       for name in ("negative_invalid_source", "negative_incorrect_output")]
+            checks += [_skipped(name, "not run: the untouched kernel already fails build or verify, so a rejection "
+                                      "would prove nothing") for name in ("negative_invalid_source",
+                                                                          "negative_incorrect_output")]
         return checks, stability, first
 
     async def run_builtin(self) -> tuple[list[CheckResult], Evaluation | None]:
@@ -425,7 +425,6 @@ def build_lock(*, inputs: Inputs, bundle: FrozenBundle, settings: Settings, view
     frozen_roles = {"kernel": "kernel.py", "harness": "harness.py", "cases": "cases.json", "target": "target.json",
                     "budget": "budget.json", "reference_kernel": "reference_kernel.py"}
     drifted = [role for role, entry in files.items() if bundle.files.get(frozen_roles[role]) != entry.sha256]
-    drifted += [role for role in changed_files(files) if role not in drifted]
     if drifted:
         checks = [*checks, _failed("bundle_unchanged", "input file(s) changed while validating: " + ", ".join(
             f"{role} {files[role].path}" for role in drifted) + "; validate again once they are final")]

@@ -201,7 +201,10 @@ class WorkerConnection:
         (a child the candidate forked may hold the socket open; the kill that follows ends it)."""
         with trio.move_on_at(before):
             while not self._buffer:
-                chunk = await self._receive_chunk()
+                try:
+                    chunk = await self._receive_chunk()
+                except WorkerGone:  # a reset instead of a clean EOF: still nothing after `finished`
+                    return
                 if not chunk:
                     return
                 self._buffer.extend(chunk)

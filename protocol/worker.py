@@ -155,7 +155,9 @@ class VerifyValue(StrictModel):
 
 
 class BenchmarkValue(StrictModel):
-    samples_us: list[float] = Field(min_length=1, max_length=1_000_000)
+    # finite, > 0 and below 1e12 µs: anything else is a broken or hostile harness, never a statistic
+    samples_us: list[Annotated[float, Field(gt=0.0, lt=1e12, allow_inf_nan=False)]] = Field(min_length=1,
+                                                                                            max_length=1_000_000)
     warmup_count: int | None = None
     cache_policy: str | None = Field(default=None, max_length=200)
     metrics: dict[str, Any] = Field(default_factory=dict)

@@ -62,7 +62,11 @@ def _soft_limit(kind: int) -> str:
     soft, _hard = resource.getrlimit(kind)
     if soft == resource.RLIM_INFINITY:
         return "unlimited"
-    return f"{soft / (1 << 30):.2f} GiB" if soft >= 1 << 20 else str(soft)
+    if kind == resource.RLIMIT_NOFILE:
+        return str(soft)
+    if soft >= 1 << 30:
+        return f"{soft / (1 << 30):.2f} GiB"
+    return f"{soft / (1 << 20):.2f} MiB" if soft >= 1 << 20 else f"{soft} bytes"
 
 
 def _limit_hit(exc: BaseException) -> str:

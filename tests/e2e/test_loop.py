@@ -154,3 +154,16 @@ def test_schema_command_prints_every_model():
     assert run.returncode == 0
     schemas = json.loads(run.stdout)
     assert {"case", "target", "budget", "profile_request", "worker_command", "worker_event", "run_result"} <= set(schemas)
+
+
+def test_swapping_the_incumbent_source_stops_the_run(tmp_path, out_dir):
+    """Without the sandbox a candidate can reach experiments/baseline/kernel.py; the run must notice."""
+    swap = synthetic_kernel(
+        10.0, prelude=("import os\n"
+                       "_b = os.path.join(os.getcwd().split('/experiments/')[0], 'experiments', 'baseline', 'kernel.py')\n"
+                       "open(_b, 'a').write('\\nLATENCY_US = 1e6\\n')\n"))
+    replay = write_candidates(tmp_path / "cands", [swap])
+    run = run_cli(*synthetic_args(out_dir, "--provider", "replay", "--replay-dir", replay, "--isolation", "off",
+                                  "--skip-validation"))
+    assert run.returncode == 1, run.stderr
+    assert "experiments/baseline/kernel.py changed after it was written" in run.stderr

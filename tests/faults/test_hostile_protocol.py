@@ -88,6 +88,7 @@ HOSTILE_LINES = {
 }
 
 
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize("name", HOSTILE_LINES)
 def test_hostile_line_is_a_protocol_violation(name):
     with pytest.raises(ProtocolViolation):

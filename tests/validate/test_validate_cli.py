@@ -100,7 +100,9 @@ def test_a_protected_case_that_fails_is_named(tmp_path: Path) -> None:
     assert "protected case(s) large fail on the untouched kernel" in verify["message"]
     assert "wrong elements" in verify["message"]
     assert check(lock, "benchmark_stability")["status"] == "skipped"
-    assert "verify" in lock["failed_checks"]
+    assert lock["failed_checks"] == ["verify"]
+    negative = check(lock, "negative_incorrect_output")  # a kernel that is wrong anyway proves nothing
+    assert negative["status"] == "skipped" and "already fails build or verify" in negative["message"]
 
 
 def test_an_unprotected_failing_case_is_only_a_note(tmp_path: Path) -> None:
@@ -252,3 +254,19 @@ def test_bad_bundle_input_is_one_clear_line(name: str, tmp_path: Path) -> None:
     assert "Traceback" not in run.stderr
     assert json.loads(run.stdout)["success"] is False
     assert not out.exists()
+
+
+def test_a_file_edited_while_validating_fails_the_lock(tmp_path: Path) -> None:
+    directory = tmp_path / "bundle"
+    kernel = directory / "kernel.py"
+    # stands in for an engineer (or a tool) editing the kernel while validation runs
+    editor = (f"\n\n_build_before = build\n\n\ndef build(kernel_source, target):\n"
+              f"    with open({str(kernel)!r}, 'a') as handle:\n        handle.write('# edited\\n')\n"
+              f"    return _build_before(kernel_source, target)\n")
+    bundle = make_bundle(directory, harness_extra=editor)
+    run = _validate(bundle, tmp_path / "out", "--isolation", "off")
+    assert run.returncode == 1
+    lock = json.loads(run.stdout)
+    assert lock["failed_checks"] == ["bundle_unchanged"]
+    assert check(lock, "bundle_unchanged")["message"] == (
+        f"input file(s) changed while validating: kernel {kernel}; validate again once they are final")
