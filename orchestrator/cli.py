@@ -2,7 +2,8 @@
 
 stdout carries exactly one JSON document (the result, or the error); stderr carries the live log.
 Exit codes: 0 winner promoted and revalidated; 2 no qualifying winner; 3 commit failed; 4 human review;
-1 invalid input or internal error; 130 interrupted.
+1 invalid input or internal error; 130 interrupted. `validate` prints bundle.lock.json and exits 0 only when
+every check passed, 1 otherwise (the failed checks are named on stderr and in the lock).
 """
 
 from __future__ import annotations

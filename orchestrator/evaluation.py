@@ -53,7 +53,6 @@ from protocol.worker import (
 )
 
 PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
-MAX_SAMPLE_US = 1e12  # 11.6 days: anything above is not a kernel timing
 # An honest worker answers shutdown at once (it is waiting in recv), so a short window, granted even
 # past a nearly spent deadline, is plenty; the same bound applies to the EOF that must follow `finished`.
 SHUTDOWN_MIN_SECONDS, SHUTDOWN_MAX_SECONDS = 2.0, 5.0
@@ -183,9 +182,7 @@ class _Session:
 
 
 def _summarized(samples: list[float]) -> Any:
-    """Statistics of benchmark samples; samples the worker's own checks would never send are a violation."""
-    if not all(0.0 < sample < MAX_SAMPLE_US for sample in samples):
-        raise ProtocolViolation(f"benchmark reply invalid: samples must be > 0 and < {MAX_SAMPLE_US:.0e} µs")
+    """Statistics of benchmark samples (already bounded by `BenchmarkValue`); a failure is a violation."""
     try:
         return sample_stats(samples)
     except (ArithmeticError, ValueError) as exc:

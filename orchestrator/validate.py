@@ -50,6 +50,7 @@ from orchestrator.bundle_lock import (
 from orchestrator.evaluation import EvaluationPlan, run_evaluation
 from orchestrator.live_log import LiveLog, quote
 from orchestrator.negative_variants import NegativeVariantError, incorrect_variant, invalid_variant
+from orchestrator.process_tree import become_subreaper
 from orchestrator.worker_process import Spawner, SubprocessSpawner
 from protocol.bundle import Budget, BundleError, Case, Target, describe_validation_error
 from protocol.profile import ProfileRequest, resolve_native_profiler
@@ -515,6 +516,7 @@ def validate_main(args: argparse.Namespace, argv: list[str]) -> int:
     preflight = Preflight(inputs=inputs, settings=settings, work_root=output_dir, log=log,
                           parent_env=dict(os.environ))
     bundle = preflight.freeze()
+    become_subreaper()  # as in a run: orphans of a worker re-parent to us, so the sweep reaps them
     try:
         checks, stability, first = trio.run(preflight.run_full)
     except KeyboardInterrupt:
@@ -540,8 +542,9 @@ def builtin_validation(inputs: Inputs, *, settings: Settings, work_root: Path, l
     work_root.mkdir(parents=True, exist_ok=True)
     preflight = Preflight(inputs=inputs, settings=settings, work_root=work_root, log=log, parent_env=parent_env)
     bundle = preflight.freeze()
-    log.event("validate status=builtin (device, build, verify, negative tests; run tlx-agent validate for "
-              "benchmark stability and profile checks, then pass --bundle-lock)")
+    log.event("validate status=builtin (device and negative tests; the baseline evaluation builds and verifies; "
+              "run tlx-agent validate for benchmark stability and profile checks, then pass --bundle-lock)")
+    become_subreaper()
     checks, first = trio.run(preflight.run_builtin)
     lock = build_lock(inputs=inputs, bundle=bundle, settings=settings, view=view,
                       checks=[check_device(inputs.target, view, arch), *checks], stability=[], first=first,

@@ -38,3 +38,19 @@ def test_tuner_finds_a_faster_vector_add_configuration(out_dir):
     assert run.result["report"]["aggregate_speedup"] > 1.2
     proposals = [line for line in run.stderr.splitlines() if "status=proposed" in line]
     assert proposals and all("hypothesis='" in line and "(not given)" not in line for line in proposals)
+
+
+@pytest.mark.parametrize("example", ["softmax", "matmul"])
+def test_tuner_finds_a_faster_configuration(example, out_dir):
+    bundle = VECTOR_ADD.parent / example
+    run = run_cli("--kernel", bundle / "kernel.py", "--harness", bundle / "harness.py", "--cases",
+                  bundle / "cases.json", "--target", bundle / "target.json", "--output-dir", out_dir,
+                  "--no-commit-winner", "--max-cv", "1.0", "--max-candidate-seconds", "240",
+                  "--max-total-seconds", "560", "--provider", "tune", "--max-rounds", "2",
+                  "--candidates-per-round", "1", "--no-profile", "--skip-validation", timeout=590)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.result["report"]["aggregate_speedup"] > 1.1
+    baseline = (bundle / "kernel.py").read_text()
+    assert (out_dir / "best_kernel.py").read_text() != baseline
+    promoted = [e for e in run.result["experiments"] if (e.get("decision") or {}).get("status") == "promoted"]
+    assert promoted and all(e["metadata"]["hypothesis"] for e in promoted)

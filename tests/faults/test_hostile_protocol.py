@@ -59,9 +59,10 @@ def evaluate(tmp_path: Path, scenario: str) -> Evaluation:
 SCENARIOS = [
     ("honest", "ok", "2/2 case(s) correct, 2 benchmarked"),
     ("wrong_command_id", "protocol_violation", "during build: reply for command 99 while waiting for command 1"),
-    ("double_reply", "protocol_violation", "reply event for command 2 (forged, or a duplicate of a real one)"),
+    # seen before the next command is sent, or read as the answer to it: a violation either way
+    ("double_reply", "protocol_violation", "for command 2"),
     ("event_flood", "protocol_violation", "unsolicited data before setup: a finished event"),
-    ("huge_samples", "protocol_violation", "benchmark reply invalid: samples must be > 0 and < 1e+12"),
+    ("huge_samples", "protocol_violation", "benchmark reply invalid: samples_us.0: Input should be less than"),
     ("non_finite", "protocol_violation", "invalid JSON on the protocol channel: non-finite number NaN"),
     ("after_finished", "protocol_violation", "during shutdown: data after the finished event: a reply event"),
     ("silent_shutdown", "timeout", "timed out in shutdown: no finished event"),
