@@ -48,7 +48,8 @@ def test_tuner_finds_a_faster_configuration(example, out_dir):
                   "--no-commit-winner", "--max-cv", "1.0", "--max-candidate-seconds", "240",
                   "--max-total-seconds", "560", "--provider", "tune", "--max-rounds", "2",
                   "--candidates-per-round", "1", "--no-profile", "--skip-validation", timeout=590)
-    assert run.returncode == 0, run.stderr[-3000:]
+    decisions = [line for line in run.stderr.splitlines() if " status=" in line and "decision=" in line]
+    assert run.returncode == 0, "\n".join(decisions) or run.stderr[-3000:]
     assert run.result["report"]["aggregate_speedup"] > 1.1
     baseline = (bundle / "kernel.py").read_text()
     assert (out_dir / "best_kernel.py").read_text() != baseline
