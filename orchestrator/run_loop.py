@@ -192,6 +192,7 @@ class OptimizationRun:
         state = RunState(run_id=uuid.uuid4().hex[:12], started=time.monotonic(),
                          deadline=trio.current_time() + budget.max_total_seconds)
         self.bundle = freeze_bundle(self.inputs, self.artifacts.root)
+        self.match_validated_files()
         self.write_manifest(state)
         self.log.event(f"bundle frozen dir={str(self.bundle.directory)!r} files={len(self.bundle.files)} "
                        + " ".join(f"{name}={digest[:12]}" for name, digest in sorted(self.bundle.files.items())))
@@ -208,6 +209,20 @@ class OptimizationRun:
             await self.provider.aclose()
         final, winner = await self.revalidate(state, baseline, incumbent)
         return self.finish(state, baseline, final, winner)
+
+    FROZEN_NAMES = {"harness": "harness.py", "cases": "cases.json", "target": "target.json", "kernel": "kernel.py",
+                    "budget": "budget.json", "reference_kernel": "reference_kernel.py"}
+
+    def match_validated_files(self) -> None:
+        """The frozen copy must be byte-identical to what validation (lock or built-in) checked: a file
+        edited between the preflight and the freeze would otherwise run unvalidated."""
+        assert self.bundle is not None
+        validated = (self.config.extra.get("bundle_lock") or {}).get("files") or {}
+        for role, digest in validated.items():
+            name = self.FROZEN_NAMES.get(role)
+            if name and self.bundle.files.get(name) not in (None, digest):
+                raise RunAborted(1, f"{self.bundle.sources[name]} changed between validation and the bundle freeze; "
+                                    "validate again", "bundle_tampered")
 
     def write_manifest(self, state: RunState) -> None:
         assert self.bundle is not None
