@@ -28,6 +28,24 @@ def _absolute(path: Path | None) -> Path | None:
     return None if path is None else path.expanduser().resolve()
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The exception that matters inside trio's exception groups: Ctrl-C first, then a run abort."""
+    leaves: list[BaseException] = []
+    pending = [exc]
+    while pending:
+        current = pending.pop()
+        nested = getattr(current, "exceptions", None)
+        if isinstance(nested, tuple):
+            pending.extend(nested)
+        else:
+            leaves.append(current)
+    for kind in (KeyboardInterrupt, RunAborted, VcsError):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    return exc
+
+
 def build_config(args: argparse.Namespace, argv: list[str]) -> RunConfig:
     cli_budget = {name: getattr(args, name) for name in (
         "max_rounds", "candidates_per_round", "max_candidate_seconds", "max_total_seconds", "min_speedup",
@@ -109,7 +127,10 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     run = OptimizationRun(config, inputs, provider, log, artifacts, commit_step,
                           prior_digests=prior_digests, prior_evidence=prior_evidence)
     try:
-        result = trio.run(run.run)
+        try:
+            result = trio.run(run.run)
+        except BaseException as raised:  # noqa: BLE001 - trio wraps what nurseries raise in exception groups
+            raise _leaf(raised) from None
     except RunAborted as exc:
         artifacts.journal("run_aborted", message=exc.message, exit_code=exc.exit_code)
         log.close()
