@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from orchestrator import profiling_policy
 from orchestrator.live_log import quote
 from protocol.results import (
     CandidateMetadata,
@@ -37,22 +38,11 @@ def proposal_line(experiment_id: str, metadata: CandidateMetadata) -> str:
     return " ".join(parts)
 
 
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return "n/a" if value is None else f"{value:{spec}}{suffix}"
-
-
 def profile_tokens(profile: dict[str, Any] | None) -> str:
+    """Proton attribution and the NCU summary as `,key=value` tokens (the same figures as the profile lines)."""
     if not profile:
         return ""
-    tokens = []
-    proton = profile.get("proton") or {}
-    for key in ("wrapper_us", "main_kernel_us", "non_main_kernel_us"):
-        if key in proton:
-            tokens.append(f"proton.{key}={_fmt(proton.get(key), '.3f')}")
-    ncu = profile.get("ncu") or {}
-    summary = ncu.get("summary", ncu) if isinstance(ncu, dict) else {}
-    duration = summary.get("duration_us") if isinstance(summary, dict) else None
-    tokens.append(f"ncu.duration_us={duration:.3f}" if isinstance(duration, (int, float)) else "native_profiler=unavailable")
+    tokens = profiling_policy.format_profile_for_log(profile, None).split()
     if profile.get("error"):
         tokens.append(f"profile.error={quote(profile['error'], 120)}")
     return "," + ",".join(tokens)
