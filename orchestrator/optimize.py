@@ -82,7 +82,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     prior_digests: frozenset[str] = frozenset()
     prior_evidence: tuple[dict, ...] = ()
     if config.prior_run is not None:
-        from orchestrator.providers.evidence import load_prior_run
+        from orchestrator.prior_run import load_prior_run
 
         try:
             prior = load_prior_run(config.prior_run)

@@ -21,9 +21,9 @@ from orchestrator.providers.contract import validate_proposal
 from orchestrator.providers.evidence import (
     classify_bottleneck,
     evidence_terms,
-    normalized_source_digest,
     one_line,
 )
+from orchestrator.source_digest import normalized_digest
 from protocol.results import DecisionStatus, EvaluationStatus, ExperimentRecord
 
 UP, DOWN = 1, -1
@@ -348,7 +348,7 @@ class TuneProvider:
                     if configuration in lessons.tried:
                         continue
                     source = apply_knob(context.incumbent_source, knob, value)
-                    if {_sha256(source), normalized_source_digest(source)} & context.excluded_digests:
+                    if {_sha256(source), normalized_digest(source)} & context.excluded_digests:
                         continue
                     score = preferences.get((knob.kind, direction), 0.1)
                     score += 3.0 if side in lessons.helped else 0.0
@@ -386,7 +386,7 @@ class TuneProvider:
                 new=best.value,
                 configuration=best.configuration,
                 round_index=context.round_index,
-                digests=frozenset({_sha256(best.source), normalized_source_digest(best.source)}),
+                digests=frozenset({_sha256(best.source), normalized_digest(best.source)}),
             )
         )
         return proposal

@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator.providers.base import ProposalError
 from orchestrator.providers.contract import fenced_blocks, normalize_source, validate_proposal
-from orchestrator.providers.evidence import normalized_source_digest
+from orchestrator.source_digest import normalized_digest
 from protocol.results import CandidateMetadata
 from tests.providers.conftest import VECTOR_ADD
 
@@ -92,19 +92,19 @@ def test_empty_source_is_rejected():
 def test_comment_only_change_has_the_same_normalized_digest():
     commented = VECTOR_ADD.replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 64  # tuned on H200") + "\n\n# trailing note\n"
     commented = commented.replace("    mask = offsets", "\n    # bounds\n    mask = offsets")
-    assert normalized_source_digest(commented) == normalized_source_digest(VECTOR_ADD)
-    assert normalized_source_digest(CANDIDATE) != normalized_source_digest(VECTOR_ADD)
+    assert normalized_digest(commented) == normalized_digest(VECTOR_ADD)
+    assert normalized_digest(CANDIDATE) != normalized_digest(VECTOR_ADD)
 
 
 def test_hash_inside_a_string_is_not_a_comment():
     first = 'NAME = "a # b"\n'
     second = 'NAME = "a # c"\n'
     assert normalize_source(first) == first
-    assert normalized_source_digest(first) != normalized_source_digest(second)
+    assert normalized_digest(first) != normalized_digest(second)
 
 
 def test_trailing_whitespace_and_crlf_do_not_change_the_digest():
-    assert normalized_source_digest(VECTOR_ADD.replace("\n", "   \r\n")) == normalized_source_digest(VECTOR_ADD)
+    assert normalized_digest(VECTOR_ADD.replace("\n", "   \r\n")) == normalized_digest(VECTOR_ADD)
 
 
 def test_untokenizable_source_still_normalizes():

@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.prior_run import PriorRunError, load_prior_run
 from orchestrator.providers.base import ProposalError
 from orchestrator.providers.evidence import (
     MAX_PRIOR_EVIDENCE,
-    PriorRunError,
     build_prompt,
     classify_bottleneck,
     exclusion_list,
-    load_prior_run,
-    normalized_source_digest,
     redact_secrets,
 )
+from orchestrator.source_digest import normalized_digest
 from protocol.results import CaseComparison, DecisionStatus, EvaluationStatus
 from tests.providers.conftest import VECTOR_ADD, context, evaluation, record
 
@@ -199,7 +198,7 @@ def test_prior_run_import_recomputes_hashes_and_skips_unsafe_entries(tmp_path):
     prior = load_prior_run(run)
 
     assert snapshot(run) == before  # nothing written, nothing touched
-    assert prior.source_digests == {normalized_source_digest(VECTOR_ADD), normalized_source_digest(candidate)}
+    assert prior.source_digests == {normalized_digest(VECTOR_ADD), normalized_digest(candidate)}
     ids = [item["experiment_id"] for item in prior.evidence]
     assert ids == ["r001-c000", "r001-c001", "r002-c000"]
     first = prior.evidence[0]

@@ -10,8 +10,8 @@ import pytest
 import trio
 
 from orchestrator.providers.base import ProviderExhausted
-from orchestrator.providers.evidence import normalized_source_digest
 from orchestrator.providers.tune import DOMAINS, TuneProvider, find_knobs
+from orchestrator.source_digest import normalized_digest
 from protocol.results import DecisionStatus, EvaluationStatus
 from tests.providers.conftest import MATMUL, VECTOR_ADD, context, evaluation, record
 
@@ -50,7 +50,7 @@ def block_size(source: str) -> int:
 
 def digest_record(experiment_id: str, source: str, **kwargs):
     return record(experiment_id, source=hashlib.sha256(source.encode()).hexdigest(),
-                  normalized=normalized_source_digest(source), **kwargs)
+                  normalized=normalized_digest(source), **kwargs)
 
 
 def test_finds_knobs_of_vector_add_and_matmul():
@@ -82,9 +82,9 @@ def test_first_proposal_doubles_block_size_with_a_one_line_patch():
 
 def test_excluded_configurations_are_never_proposed():
     doubled = VECTOR_ADD.replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 128")
-    excluded = frozenset({normalized_source_digest(doubled)})
+    excluded = frozenset({normalized_digest(doubled)})
     proposal = trio.run(TuneProvider().propose, context(excluded=excluded))
-    assert normalized_source_digest(proposal.source) not in excluded
+    assert normalized_digest(proposal.source) not in excluded
     assert block_size(proposal.source) not in (64, 128)
 
 
