@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
 import secrets
 import time
 import uuid
@@ -12,15 +11,17 @@ from pathlib import Path
 
 import trio
 
-from orchestrator import profiling_policy, reporting
+from orchestrator import profile_step, reporting
 from orchestrator.artifacts import RunArtifacts, write_json
 from orchestrator.bundle import FrozenBundle, Inputs, check_frozen, freeze_bundle
 from orchestrator.commit_step import CommitStep
 from orchestrator.config import RunConfig
 from orchestrator.evaluation import EvaluationPlan, run_evaluation
 from orchestrator.live_log import LiveLog
+from orchestrator.manifest import run_manifest
 from orchestrator.policy import Verdict, decide, noise_floor_from_history
 from orchestrator.process_tree import become_subreaper
+from orchestrator.profile_step import DIAGNOSTIC_LABEL
 from orchestrator.promotion import measurement_schedule
 from orchestrator.providers.base import (
     CandidateProvider,
@@ -43,8 +44,6 @@ from protocol.results import (
     RunResult,
 )
 from protocol.worker import IsolationConfig
-
-DIAGNOSTIC_LABEL = "diagnostic"
 
 
 class RunAborted(Exception):
@@ -226,38 +225,7 @@ class OptimizationRun:
 
     def write_manifest(self, state: RunState) -> None:
         assert self.bundle is not None
-        import importlib.metadata as md
-
-        versions = {}
-        for name in ("trio", "pydantic", "psutil", "numpy", "torch", "triton", "openai", "GitPython"):
-            try:
-                versions[name] = md.version(name)
-            except md.PackageNotFoundError:
-                versions[name] = None
-        write_json(self.artifacts.root / "run.json", {
-            "run_id": state.run_id,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "command": self.config.extra.get("argv"),
-            "inputs": {k: str(v) if v else None for k, v in {
-                "kernel": self.inputs.kernel_path, "harness": self.inputs.harness_path, "cases": self.inputs.cases_path,
-                "target": self.inputs.target_path, "budget": self.inputs.budget_path,
-                "reference_kernel": self.inputs.reference_kernel_path}.items()},
-            "bundle": {"directory": str(self.bundle.directory), "sha256": self.bundle.files, "sources": self.bundle.sources},
-            "budget": self.config.budget.model_dump(),
-            "provider": self.config.provider,
-            "model": self.config.model,
-            "profile": self.config.profile,
-            "isolation_mode": self.config.isolation,
-            "isolation": {"probe": self.config.extra.get("isolation_layers", {}),
-                          "baseline_worker": self.config.extra.get("isolation_worker", {})},
-            "schedule": self.config.schedule,
-            "skip_validation": self.config.skip_validation,
-            "bundle_lock": self.config.extra.get("bundle_lock"),
-            "host": {"platform": platform.platform(), "python": platform.python_version(), "machine": platform.machine()},
-            "versions": versions,
-            "target": self.inputs.target.model_dump(),
-            "device": self.config.extra.get("device"),
-        })
+        write_json(self.artifacts.root / "run.json", run_manifest(self.config, self.inputs, self.bundle, state.run_id))
 
     async def run_baseline(self, state: RunState) -> Evaluation:
         source_path = self.artifacts.write_source("baseline", self.inputs.kernel_source)
@@ -282,27 +250,8 @@ class OptimizationRun:
         self.config.extra["device"] = evaluation.worker.device
         self.config.extra["isolation_worker"] = evaluation.worker.isolation
         self.write_manifest(state)
-        await self.diagnostic_instrumentation(state, "baseline", source_path, state.deadline)
+        await profile_step.diagnostic_instrumentation(self, state, "baseline", source_path, state.deadline)
         return evaluation
-
-    async def diagnostic_instrumentation(self, state: RunState, experiment_id: str, kernel_path: Path,
-                                         deadline: float) -> None:
-        """Seed Layer 3: Proton intra-kernel traces (warp granularity) in their own worker, kept apart:
-        written to diagnostic_profile.json, never benchmarked, never given to a decision, never committed."""
-        if not (self.config.diagnostic_instrumentation and self.config.profile):
-            return
-        evaluation = await self.evaluate(state, label=DIAGNOSTIC_LABEL, experiment_id=experiment_id,
-                                         kernel_path=kernel_path, tag="diagnostic-instrumentation", deadline=deadline,
-                                         profile_level="deep", profile_reason="diagnostic_instrumentation",
-                                         benchmark=False, diagnostic=True)
-        write_json(self.artifacts.experiment_dir(experiment_id) / "diagnostic_profile.json",
-                   {"diagnostic_only": True, "status": evaluation.status.value, "reason": evaluation.reason,
-                    "profiles": reporting.profiles_by_case(evaluation)})
-        available = [m.case_id for m in evaluation.cases if (m.profile or {}).get("instrumentation", {}) and
-                     (m.profile or {}).get("instrumentation", {}).get("available")]
-        self.log.event(f"{experiment_id} diagnostic_instrumentation={evaluation.status.value} "
-                       f"traces={len(available)}/{len(evaluation.cases)} diagnostic_only=true "
-                       "(never benchmarked, promoted or committed)")
 
     def context_for(self, state: RunState, incumbent: Incumbent, experiment_id: str, round_index: int, slot: int,
                     baseline: Evaluation, deadline: float) -> ProposalContext:
@@ -426,7 +375,7 @@ class OptimizationRun:
         verdict = decide(self.inputs.cases, candidate, incumbents, self.config.budget, test_seed=test_seed,
                          confidence=self.config.confidence, noise_floor=noise_floor)
         if self.config.profile and candidate.status is EvaluationStatus.OK:
-            veto = await self.profile_evidence(state, record, candidate, incumbent, verdict, deadline)
+            veto = await profile_step.profile_evidence(self, state, record, candidate, incumbent, verdict, deadline)
             if veto is not None:
                 verdict = decide(self.inputs.cases, candidate, incumbents, self.config.budget, profile_veto=veto,
                                  test_seed=test_seed, confidence=self.config.confidence, noise_floor=noise_floor)
@@ -438,54 +387,6 @@ class OptimizationRun:
         if record.decision and record.decision.status is DecisionStatus.PROMOTED:
             return record, Incumbent(experiment_id, proposal.source, source_path, candidate)
         return record, None
-
-    async def profile_evidence(self, state: RunState, record: ExperimentRecord, candidate: Evaluation,
-                               incumbent: Incumbent, verdict: Verdict, deadline: float) -> str | None:
-        """Log Proton/NCU figures and deltas, escalate to a deep profile when the evidence calls for it,
-        and return the NCU regression veto (or None)."""
-        cases = [c.case_id for c in self.inputs.cases]
-        incumbent_profiles = reporting.profiles_by_case(incumbent.evaluation)
-        candidate_profiles = reporting.profiles_by_case(candidate)
-        kernel = profiling_policy.kernel_speedups
-        disagreements = []
-        for case_id in cases:
-            row = next((r for r in verdict.comparisons if r.case_id == case_id), None)
-            speeds = kernel(candidate_profiles.get(case_id), incumbent_profiles.get(case_id))
-            text = profiling_policy.measurements_disagree(row.speedup if row else None, speeds["proton"], speeds["ncu"])
-            if text:
-                disagreements.append(f"{case_id}: {text}")
-        reasons = profiling_policy.deep_profile_reasons(
-            is_baseline=False, is_finalist=False, correct=verdict.decision.gates.get("correct", False),
-            speedup=verdict.aggregate_speedup, min_speedup=self.config.budget.min_speedup,
-            rounds_without_promotion=state.rounds_without_promotion, disagreement="; ".join(disagreements) or None)
-        deep: Evaluation | None = None
-        if reasons and trio.current_time() < deadline:
-            self.log.event(f"{record.experiment_id} deep_profile=taken reasons={','.join(reasons)}"
-                           + (f" disagreement={'; '.join(disagreements)!r}" if disagreements else ""))
-            deep = await self.evaluate(state, label="deep_profile", experiment_id=record.experiment_id,
-                                       kernel_path=Path(record.source_path), tag="deep-profile", deadline=deadline,
-                                       profile_level="deep", profile_reason=",".join(reasons), benchmark=False)
-            record.evaluations.append(deep)
-        else:
-            why = ("clearly below the threshold" if profiling_policy.clearly_slow(verdict.aggregate_speedup,
-                                                                                  self.config.budget.min_speedup)
-                   else "summary evidence is sufficient (not near the threshold, no disagreement, no stagnation)")
-            self.log.event(f"{record.experiment_id} deep_profile=skipped reason={why!r}")
-        profiles = {}
-        veto = None
-        for case_id in cases:
-            mine = (deep.case(case_id).profile if deep and deep.case(case_id) else None) or candidate_profiles.get(case_id)
-            theirs = incumbent_profiles.get(case_id)
-            deltas = profiling_policy.profile_deltas(mine, theirs)
-            profiles[case_id] = {"profile": mine, "deltas": deltas}
-            self.log.event(f"{record.experiment_id} profile case={case_id} "
-                           + profiling_policy.format_profile_for_log(mine, deltas))
-            veto = veto or profiling_policy.ncu_regression_veto(mine, theirs)
-            unchecked = profiling_policy.ncu_veto_unavailable_reason(mine, theirs)
-            if unchecked:
-                profiles[case_id]["veto_diagnostic"] = unchecked
-        write_json(self.artifacts.experiment_dir(record.experiment_id) / "profile.json", profiles)
-        return veto
 
     @staticmethod
     def noise_floor(state: RunState) -> float:
@@ -568,7 +469,7 @@ class OptimizationRun:
                 state.stopping_reason = "rollback_commit_failed"
             return final, None
         await self.commit_step.finalize(state, record)
-        await self.diagnostic_instrumentation(state, "final", final_path, state.deadline)
+        await profile_step.diagnostic_instrumentation(self, state, "final", final_path, state.deadline)
         return final, incumbent
 
     def finish(self, state: RunState, baseline: Evaluation, final: Evaluation | None,

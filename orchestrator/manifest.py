@@ -1,0 +1,50 @@
+"""run.json: what a reader needs to trust or reproduce a run (inputs, hashes, versions, isolation, device)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import time
+from typing import Any
+
+from orchestrator.bundle import FrozenBundle, Inputs
+from orchestrator.config import RunConfig
+
+VERSIONED_PACKAGES = ("trio", "pydantic", "psutil", "numpy", "torch", "triton", "openai", "GitPython")
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def run_manifest(config: RunConfig, inputs: Inputs, bundle: FrozenBundle, run_id: str) -> dict[str, Any]:
+    paths = {"kernel": inputs.kernel_path, "harness": inputs.harness_path, "cases": inputs.cases_path,
+             "target": inputs.target_path, "budget": inputs.budget_path, "reference_kernel": inputs.reference_kernel_path}
+    return {
+        "run_id": run_id,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": config.extra.get("argv"),
+        "inputs": {role: str(path) if path else None for role, path in paths.items()},
+        "bundle": {"directory": str(bundle.directory), "sha256": bundle.files, "sources": bundle.sources},
+        "budget": config.budget.model_dump(),
+        "provider": config.provider,
+        "model": config.model,
+        "profile": config.profile,
+        "diagnostic_instrumentation": config.diagnostic_instrumentation,
+        "isolation_mode": config.isolation,
+        "isolation": {"probe": config.extra.get("isolation_layers", {}),
+                      "baseline_worker": config.extra.get("isolation_worker", {})},
+        "schedule": config.schedule,
+        "skip_validation": config.skip_validation,
+        "bundle_lock": config.extra.get("bundle_lock"),
+        "host": {"platform": platform.platform(), "python": platform.python_version(), "machine": platform.machine()},
+        "versions": package_versions(),
+        "target": inputs.target.model_dump(),
+        "device": config.extra.get("device"),
+    }
