@@ -10,29 +10,11 @@ from typing import Any
 
 import torch
 
-from sandbox_worker.harness_kit import checks, context, timing
-from sandbox_worker.harness_kit.loader import load_kernel_module
+from sandbox_worker.harness_kit import checks, entry_point
 
 ENTRY_POINT = "vector_add"
 KERNEL_NAME = "add_kernel"
-PROFILE_SALT = 202
-
-
-def _device(target: dict[str, Any]) -> str:
-    return "cuda" if target.get("backend") in ("cuda", "nvidia") and torch.cuda.is_available() else "cpu"
-
-
-def build(kernel_source: str, target: dict[str, Any]) -> dict[str, Any]:
-    try:
-        module = load_kernel_module(kernel_source)
-    except Exception as exc:  # noqa: BLE001 - any import-time error is a failed build
-        return {"success": False, "diagnostics": f"{type(exc).__name__}: {exc}"}
-    function = getattr(module, ENTRY_POINT, None)
-    if not callable(function):
-        return {"success": False, "diagnostics": f"kernel does not export {ENTRY_POINT}(x, y)"}
-    return {"success": True, "artifact": {"fn": function, "device": _device(target), "kernel_name": KERNEL_NAME,
-                                          "main_scope": target.get("main_scope") or KERNEL_NAME,
-                                          "source": kernel_source, "target": target, "inputs": {}}}
+SIGNATURE = "(x, y)"
 
 
 def _inputs(case: dict[str, Any], device: str, salt: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,48 +25,32 @@ def _inputs(case: dict[str, Any], device: str, salt: int) -> tuple[torch.Tensor,
     return x, y
 
 
+def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x + y
+
+
+def _work(case: dict[str, Any]) -> dict[str, float]:
+    n = int(case["parameters"]["n"])
+    return {"bytes": 12.0 * n, "flops": 1.0 * n}  # read x and y, write out (fp32)
+
+
+def build(kernel_source: str, target: dict[str, Any]) -> dict[str, Any]:
+    return entry_point.build_entry(kernel_source, target, entry=ENTRY_POINT, kernel_name=KERNEL_NAME,
+                                   signature=SIGNATURE)
+
+
 def verify(artifact: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
-    device = artifact["device"]
-    return checks.verify_call(
-        artifact["fn"],
-        lambda x, y: x + y,
-        lambda salt: _inputs(case, device, salt),
-    )
+    return entry_point.verify_entry(artifact, case, _inputs, reference)
 
 
 def benchmark(artifact: dict[str, Any], case: dict[str, Any], repetitions: int) -> dict[str, Any]:
-    device = artifact["device"]
-    x, y = _inputs(case, device, salt=101)
-    expected = x + y
-
-    def check_last(output: torch.Tensor) -> None:
-        verdict = checks.compare(output, expected, inputs=(x, y))
-        if not verdict["passed"]:
-            raise AssertionError(f"output of the last timed call is wrong: {verdict['diagnostics']}")
-
-    budget = float(case["parameters"].get("budget_seconds", 2.0))
-    result = timing.measure(lambda: artifact["fn"](x, y), repetitions=repetitions, device=device,
-                            budget_seconds=budget, check_last=check_last)
-    result["metrics"].update({"bytes": 12.0 * x.numel(), "flops": 1.0 * x.numel()})  # read x and y, write out
-    return result
+    return entry_point.benchmark_entry(artifact, case, repetitions, _inputs, reference, work=_work(case))
 
 
-def run_case(artifact: dict[str, Any], case: dict[str, Any]) -> torch.Tensor:
-    """Launch the case once on inputs drawn once per (case, seed): what Proton times and ncu replays
-    (`ncu_replay` rebuilds the artifact in a child process and calls this with the same seed)."""
-    key = (str(case.get("case_id")), context.evaluation_seed())
-    cache = artifact["inputs"]
-    if key not in cache:
-        cache.clear()
-        cache[key] = _inputs(case, artifact["device"], salt=PROFILE_SALT)
-    return artifact["fn"](*cache[key])
+def run_case(artifact: dict[str, Any], case: dict[str, Any]) -> Any:
+    """One launch on inputs cached per (case, seed): what Proton times and the NCU replay child calls."""
+    return entry_point.run_entry_case(artifact, case, _inputs)
 
 
-def profile(artifact: dict[str, Any], case: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-    from sandbox_worker.harness_kit.profile_kit import profile_with_kit
-
-    return profile_with_kit(
-        lambda: run_case(artifact, case), request=request, case=case, kernel_name=artifact["kernel_name"],
-        main_scope=artifact["main_scope"],
-        ncu_replay={"harness_path": __file__, "kernel_source": artifact["source"], "target": artifact["target"],
-                    "entry": "run_case"})
+def profile(artifact: dict[str, Any], case: dict[str, Any], request: dict[str, Any] | None = None) -> dict[str, Any]:
+    return entry_point.profile_entry(artifact, case, request, lambda: run_case(artifact, case), __file__)

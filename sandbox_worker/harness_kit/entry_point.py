@@ -1,0 +1,94 @@
+"""The standard harness for a kernel file with one Python entry point (what the examples use).
+
+A harness supplies how to draw a case's inputs from a salt and a trusted reference; these helpers do
+the rest the same way everywhere: build (load the candidate, find the entry), verify (seeded inputs,
+poisoned outputs, magnitude-aware comparison), benchmark (timing kit with a re-check of the last timed
+output), `run_case` (one launch on inputs cached per case and seed, what Proton times and NCU replays)
+and the structured profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sandbox_worker.harness_kit import checks, context, timing
+from sandbox_worker.harness_kit.loader import load_kernel_module
+
+MakeInputs = Callable[[dict[str, Any], str, int], Sequence[Any]]  # (case, device, salt) -> positional inputs
+BENCHMARK_SALT = 101
+PROFILE_SALT = 202
+
+
+def device_for(target: dict[str, Any]) -> str:
+    """The target's CUDA device when the backend is CUDA and one is visible, else the CPU (interpreter)."""
+    if target.get("backend") in ("cuda", "nvidia") and timing.cuda_available():
+        device = str(target.get("device") or "cuda")
+        return device if device.startswith("cuda") else "cuda"
+    return "cpu"
+
+
+def build_entry(kernel_source: str, target: dict[str, Any], *, entry: str, kernel_name: str,
+                signature: str = "(...)") -> dict[str, Any]:
+    """Load the candidate from a file and find `entry`; any import-time error is a failed build."""
+    try:
+        module = load_kernel_module(kernel_source)
+    except Exception as exc:  # noqa: BLE001 - the candidate's import errors are build diagnostics
+        return {"success": False, "diagnostics": f"{type(exc).__name__}: {exc}"}
+    function = getattr(module, entry, None)
+    if not callable(function):
+        return {"success": False, "diagnostics": f"kernel does not export {entry}{signature}"}
+    return {"success": True, "artifact": {
+        "fn": function, "device": device_for(target), "kernel_name": kernel_name,
+        "main_scope": target.get("main_scope") or kernel_name, "source": kernel_source, "target": target,
+        "inputs": {}}}
+
+
+def budget_seconds(case: dict[str, Any], default: float = 2.0) -> float:
+    return float(case["parameters"].get("budget_seconds", default))
+
+
+def timing_mode(case: dict[str, Any], device: str) -> str:
+    """The case's `timing_mode` on a GPU ("auto" elsewhere). A fixed mode keeps baseline and candidates
+    comparable when their times straddle the ~20 µs point where "auto" switches to CUDA graphs."""
+    return str(case["parameters"].get("timing_mode", "auto")) if device.startswith("cuda") else "auto"
+
+
+def verify_entry(artifact: dict[str, Any], case: dict[str, Any], make_inputs: MakeInputs, reference: Callable,
+                 **compare: Any) -> dict[str, Any]:
+    device = artifact["device"]
+    return checks.verify_call(artifact["fn"], reference, lambda salt: make_inputs(case, device, salt), **compare)
+
+
+def benchmark_entry(artifact: dict[str, Any], case: dict[str, Any], repetitions: int, make_inputs: MakeInputs,
+                    reference: Callable, *, work: dict[str, float] | None = None, **compare: Any) -> dict[str, Any]:
+    device = artifact["device"]
+    inputs = make_inputs(case, device, BENCHMARK_SALT)
+    check_last = checks.last_output_check(reference, inputs, **compare)
+    result = timing.measure(lambda: artifact["fn"](*inputs), repetitions=repetitions, device=device,
+                            mode=timing_mode(case, device), budget_seconds=budget_seconds(case),
+                            check_last=check_last)
+    result["metrics"].update(work or {})
+    return result
+
+
+def run_entry_case(artifact: dict[str, Any], case: dict[str, Any], make_inputs: MakeInputs) -> Any:
+    """Launch the case once on inputs drawn once per (case, seed); the NCU replay child, which rebuilds
+    the artifact and is sent the same seed, launches exactly the same work."""
+    key = (str(case.get("case_id")), context.evaluation_seed())
+    cache = artifact["inputs"]
+    if key not in cache:
+        cache.clear()
+        cache[key] = make_inputs(case, artifact["device"], PROFILE_SALT)
+    return artifact["fn"](*cache[key])
+
+
+def profile_entry(artifact: dict[str, Any], case: dict[str, Any], request: dict[str, Any] | None,
+                  run_case: Callable[[], Any], harness_path: str) -> dict[str, Any]:
+    """Proton attribution and NCU (through a replay of `harness_path`'s `run_case`) per the request."""
+    from sandbox_worker.harness_kit.profile_kit import profile_with_kit
+
+    return profile_with_kit(
+        run_case, request=request, case=case, kernel_name=artifact["kernel_name"], main_scope=artifact["main_scope"],
+        ncu_replay={"harness_path": harness_path, "kernel_source": artifact["source"], "target": artifact["target"],
+                    "entry": "run_case"})
