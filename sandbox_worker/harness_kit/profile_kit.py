@@ -21,7 +21,6 @@ without starting any child process. Typical harness use:
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -29,29 +28,12 @@ from typing import Any
 
 from sandbox_worker.harness_kit import ncu, proton
 from sandbox_worker.harness_kit.context import evaluation_seed, scratch_dir
+from sandbox_worker.harness_kit.device import cuda_unavailable_reason
 
 DEFAULT_TOOLS = ("proton_launch", "native_profiler")
 KNOWN_TOOLS = ("proton_launch", "native_profiler", "ncu", "proton_intra_kernel")
 REPLAY_KEYS = ("harness_path", "kernel_path", "kernel_source", "target", "entry", "warmup_calls",
                "profiled_calls", "gate", "timeout_s", "kernel_regex")
-
-
-def cuda_unavailable_reason() -> str | None:
-    """Why no NVIDIA GPU work can be profiled here (None when it can)."""
-    if os.environ.get("TRITON_INTERPRET", "").strip() not in ("", "0"):
-        return "TRITON_INTERPRET is set: kernels run in the CPU interpreter, there is no GPU launch to profile"
-    try:
-        import torch
-    except ImportError:
-        return "torch is not importable: cannot reach a CUDA device"
-    try:
-        if not torch.cuda.is_available():
-            return "no CUDA device (CPU-only machine)"
-    except Exception as exc:  # noqa: BLE001 - a broken driver is just "unavailable"
-        return f"CUDA initialisation failed: {type(exc).__name__}: {exc}"
-    if getattr(torch.version, "hip", None):
-        return "ROCm device: ncu and the NVIDIA profiling path do not apply"
-    return None
 
 
 def safe_case_id(case_id: str) -> str:

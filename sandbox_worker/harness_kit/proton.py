@@ -23,13 +23,14 @@ from the other.
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from sandbox_worker.harness_kit.device import cuda_unavailable_reason
 
 CALL_SCOPE_PREFIX = "tlx_agent_call_"
 _CALL_SCOPE = re.compile(rf"^{CALL_SCOPE_PREFIX}(\d+)$")
@@ -44,17 +45,9 @@ MAX_TRACE_BYTES = 64 * 1024 * 1024  # a larger trace stays an artifact; parsing 
 
 def proton_unavailable_reason() -> str | None:
     """Why Proton cannot profile here (None when it can). Cheap on CPU-only machines."""
-    if os.environ.get("TRITON_INTERPRET", "").strip() not in ("", "0"):
-        return "TRITON_INTERPRET is set: the interpreter launches no GPU kernels for Proton to see"
-    try:
-        import torch
-    except ImportError:
-        return "torch is not importable: no CUDA device to synchronize and profile"
-    try:
-        if not torch.cuda.is_available():
-            return "no CUDA device (CPU-only machine); Proton needs a GPU"
-    except Exception as exc:  # noqa: BLE001 - a broken driver is just "unavailable"
-        return f"CUDA initialisation failed: {type(exc).__name__}: {exc}"
+    reason = cuda_unavailable_reason()
+    if reason is not None:
+        return f"{reason}; Proton needs a GPU"
     try:
         import triton.profiler  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - missing libproton, wrong build
