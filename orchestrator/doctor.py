@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 import trio
 
 import sandbox_worker
+from sandbox_worker.netns import listen_on_loopback
 
 LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
 PROBE_MODULE = "sandbox_worker.isolation_probe"
@@ -94,20 +94,6 @@ def parse_probe_output(stdout: bytes) -> ProbeReport:
     )
 
 
-def _loopback_listener() -> socket.socket | None:
-    try:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    except OSError:
-        return None
-    try:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)  # the kernel completes handshakes into the backlog; no accept() needed
-    except OSError:
-        listener.close()
-        return None
-    return listener
-
-
 async def run_probe(python: str, mode: str, *, timeout: float = PROBE_TIMEOUT_SECONDS) -> ProbeReport:
     """Start the probe child, wait for its report (bounded), and return it; never raises for probe trouble."""
     with tempfile.TemporaryDirectory(prefix="tlx-doctor-") as root:
@@ -115,7 +101,7 @@ async def run_probe(python: str, mode: str, *, timeout: float = PROBE_TIMEOUT_SE
         for directory in (scratch, outside):
             directory.mkdir(mode=0o700)
         (outside / "existing.txt").write_text("must stay untouched\n")
-        listener = _loopback_listener()
+        listener = listen_on_loopback(backlog=8)
         port = listener.getsockname()[1] if listener else None
         try:
             with trio.move_on_after(timeout) as scope:

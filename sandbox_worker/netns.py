@@ -67,15 +67,17 @@ def single_threaded_problem() -> str | None:
     return None
 
 
-def _listen_on_loopback() -> socket.socket | None:
-    """A listener in the current (host) namespace, to prove afterwards that it is out of reach."""
+def listen_on_loopback(backlog: int = 1) -> socket.socket | None:
+    """A listener in the current (host) namespace, to prove afterwards that it is out of reach.
+
+    The kernel completes handshakes into the backlog, so no accept() is needed to see a connect succeed."""
     try:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     except OSError:
         return None
     try:
         listener.bind(("127.0.0.1", 0))
-        listener.listen(1)
+        listener.listen(backlog)
     except OSError:
         listener.close()
         return None
@@ -100,7 +102,7 @@ def enter_private_network() -> str:
         raise NetworkIsolationError(f"not single-threaded: {problem}")
     uid, gid = os.geteuid(), os.getegid()
     before = _network_namespace_inode()
-    listener = _listen_on_loopback()
+    listener = listen_on_loopback()
     try:
         try:
             syscalls.unshare(CLONE_NEWUSER | CLONE_NEWNET)
