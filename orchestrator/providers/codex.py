@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 import trio
 
+from orchestrator.process_tree import descendants
 from orchestrator.providers.base import Proposal, ProposalContext, ProposalError, ProviderConfigError
 from orchestrator.providers.contract import (
     METADATA_KEYS,
@@ -130,13 +131,6 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
-def _group_descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
-
-
 def _group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes still in the process group `pgid`."""
     members = []
@@ -164,7 +158,7 @@ async def terminate_process_group(process: trio.Process, grace_seconds: float = 
     have been reused): once it dies its orphans are re-parented and no longer show up as its children.
     """
     pgid = process.pid
-    escapees = _group_descendants(pgid) if process.returncode is None else []
+    escapees = descendants(pgid) if process.returncode is None else []
     for sig in (signal.SIGTERM, signal.SIGKILL):
         _signal_group(pgid, escapees, sig)
         with trio.move_on_after(grace_seconds):
