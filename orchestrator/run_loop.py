@@ -127,20 +127,19 @@ class OptimizationRun:
             raise RunAborted(1, f"frozen bundle file {self.bundle.path(changed)} changed during the run; "
                                 "the run cannot be trusted and stops", "bundle_tampered")
 
-    def check_source(self, state: RunState, kernel_path: Path) -> None:
-        """A source written earlier in the run (the incumbent, the baseline) must still be what was written:
-        a candidate that got past the sandbox must not be able to swap the kernel its rival is measured with."""
-        expected = state.written_sources.get(str(kernel_path))
-        if expected is None:
-            return
+    def checked_source(self, state: RunState, kernel_path: Path) -> str | None:
+        """The source about to be evaluated. One written earlier in the run (the incumbent, the baseline) must
+        still be what was written: a candidate that got past the sandbox must not swap its rival's kernel."""
         try:
-            actual = raw_digest(kernel_path.read_text(encoding="utf-8"))
+            source = kernel_path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
-            actual = None
-        if actual != expected:
+            source = None
+        expected = state.written_sources.get(str(kernel_path))
+        if expected is not None and (source is None or raw_digest(source) != expected):
             state.stopping_reason = "bundle_tampered"
             raise RunAborted(1, f"{kernel_path} changed after it was written; the run cannot be trusted and stops",
                              "bundle_tampered")
+        return source
 
     async def evaluate(self, state: RunState, *, label: str, experiment_id: str, kernel_path: Path, tag: str,
                        deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",
@@ -148,7 +147,7 @@ class OptimizationRun:
         if diagnostic and (benchmark or label != DIAGNOSTIC_LABEL):
             raise ValueError("diagnostic-only instrumentation is never benchmarked and never labelled for decisions")
         self.check_bundle(state)
-        self.check_source(state, kernel_path)
+        source = self.checked_source(state, kernel_path)
         assert self.bundle is not None
         experiment_dir = self.artifacts.experiment_dir(experiment_id)
         work_dir = experiment_dir / "workers" / tag
@@ -170,9 +169,8 @@ class OptimizationRun:
                              if profile_level else None))
         self.log.progress(f"{experiment_id} evaluating {label} ({tag})")
         evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
-        if evaluation.status is EvaluationStatus.OK and benchmark:
-            source_key = normalized_digest(kernel_path.read_text(encoding="utf-8"))
-            per_case = state.run_medians.setdefault(source_key, {})
+        if evaluation.status is EvaluationStatus.OK and benchmark and source is not None:
+            per_case = state.run_medians.setdefault(normalized_digest(source), {})
             for measured in evaluation.cases:
                 if measured.stats is not None:
                     per_case.setdefault(measured.case_id, []).append(measured.stats.median)
