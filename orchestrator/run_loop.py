@@ -349,24 +349,10 @@ class OptimizationRun:
             return self.record(state, record, started), None
         state.seen_digests[record.normalized_sha256] = experiment_id
 
-        evaluations: list[Evaluation] = []
-        candidate: Evaluation | None = None
-        for index, role in enumerate(self.schedule):
-            if role == "candidate":
-                candidate = await self.evaluate(state, label="candidate", experiment_id=experiment_id,
-                                                kernel_path=source_path, tag=f"{index}-candidate", deadline=deadline,
-                                                profile_level="summary", profile_reason="candidate")
-                evaluations.append(candidate)
-                self.log.event(reporting.evaluation_line(experiment_id, "candidate", candidate))
-                if candidate.status is not EvaluationStatus.OK:
-                    break  # no need to re-measure the incumbent for a candidate that failed
-            else:
-                measured = await self.evaluate(state, label="incumbent", experiment_id=experiment_id,
-                                               kernel_path=incumbent.kernel_path, tag=f"{index}-incumbent",
-                                               deadline=deadline)
-                evaluations.append(measured)
+        evaluations, candidate = await self.side_by_side(
+            state, experiment_id, source_path, incumbent.kernel_path, deadline=deadline, label="candidate",
+            profile_level="summary")
         record.evaluations = evaluations
-        assert candidate is not None
         incumbents = [e for e in evaluations if e.label == "incumbent"]
         test_seed = secrets.randbelow(2**31)
         noise_floor = self.noise_floor(state)
@@ -385,6 +371,28 @@ class OptimizationRun:
         if record.decision and record.decision.status is DecisionStatus.PROMOTED:
             return record, Incumbent(experiment_id, proposal.source, source_path, candidate)
         return record, None
+
+    async def side_by_side(self, state: RunState, experiment_id: str, candidate_path: Path, incumbent_path: Path, *,
+                           deadline: float, label: str, profile_level: str) -> tuple[list[Evaluation], Evaluation]:
+        """Measure candidate and incumbent in fresh workers in the `--schedule` order (A/B/A by default), so
+        clock and thermal drift hit both; the incumbent runs are skipped once the candidate has failed."""
+        evaluations: list[Evaluation] = []
+        candidate: Evaluation | None = None
+        for index, role in enumerate(self.schedule):
+            if role == "candidate":
+                candidate = await self.evaluate(state, label=label, experiment_id=experiment_id,
+                                                kernel_path=candidate_path, tag=f"{index}-{label}", deadline=deadline,
+                                                profile_level=profile_level, profile_reason=label)
+                evaluations.append(candidate)
+                self.log.event(reporting.evaluation_line(experiment_id, label, candidate))
+                if candidate.status is not EvaluationStatus.OK:
+                    break
+            else:
+                evaluations.append(await self.evaluate(state, label="incumbent", experiment_id=experiment_id,
+                                                       kernel_path=incumbent_path, tag=f"{index}-incumbent",
+                                                       deadline=deadline))
+        assert candidate is not None  # measurement_schedule guarantees a candidate slot
+        return evaluations, candidate
 
     @staticmethod
     def noise_floor(state: RunState) -> float:
@@ -428,22 +436,9 @@ class OptimizationRun:
         self.log.event(f"final status=revalidating winner={incumbent.experiment_id}")
         final_path = self.artifacts.write_source("final", incumbent.source)
         state.written_sources[str(final_path)] = raw_digest(incumbent.source)
-        evaluations: list[Evaluation] = []
-        final: Evaluation | None = None
-        baseline_path = self.artifacts.root / "experiments/baseline/kernel.py"
-        for index, role in enumerate(self.schedule):
-            if role == "candidate":
-                final = await self.evaluate(state, label="final", experiment_id="final", kernel_path=final_path,
-                                            tag=f"{index}-final", deadline=state.deadline, profile_level="deep",
-                                            profile_reason="final")
-                evaluations.append(final)
-                if final.status is not EvaluationStatus.OK:
-                    break
-            else:
-                evaluations.append(await self.evaluate(state, label="incumbent", experiment_id="final",
-                                                       kernel_path=baseline_path, tag=f"{index}-baseline",
-                                                       deadline=state.deadline))
-        assert final is not None
+        evaluations, final = await self.side_by_side(
+            state, "final", final_path, self.artifacts.root / "experiments/baseline/kernel.py", deadline=state.deadline,
+            label="final", profile_level="deep")
         verdict = decide(self.inputs.cases, final, [e for e in evaluations if e.label == "incumbent"],
                          self.config.budget, test_seed=secrets.randbelow(2**31), confidence=self.config.confidence,
                          noise_floor=self.noise_floor(state))

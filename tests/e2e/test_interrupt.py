@@ -17,6 +17,13 @@ from tests.conftest import PROJECT_ROOT, synthetic_args, synthetic_kernel, write
 pytestmark = pytest.mark.timeout(120)
 
 
+def _is_worker(process: psutil.Process) -> bool:
+    try:
+        return "sandbox_worker" in " ".join(process.cmdline())
+    except psutil.Error:
+        return False
+
+
 def test_sigint_during_an_evaluation_exits_130_and_cleans_up(tmp_path, out_dir):
     hang = synthetic_kernel(10.0, body="import time; time.sleep(3600)")
     replay = write_candidates(tmp_path / "cands", [hang])
@@ -28,9 +35,12 @@ def test_sigint_during_an_evaluation_exits_130_and_cleans_up(tmp_path, out_dir):
     log = out_dir / "live.log"
     while time.monotonic() < deadline and not (log.exists() and "r001-c000 status=artifacts" in log.read_text()):
         time.sleep(0.2)
-    time.sleep(1.0)  # the hanging candidate's worker is now running
-    workers = [p for p in psutil.Process(process.pid).children(recursive=True)]
+    workers: list[psutil.Process] = []
+    while time.monotonic() < deadline and not workers:  # wait for the hanging candidate's worker
+        workers = [p for p in psutil.Process(process.pid).children(recursive=True) if _is_worker(p)]
+        time.sleep(0.2)
     assert workers, "expected a running worker"
+    time.sleep(0.5)
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
@@ -39,4 +49,10 @@ def test_sigint_during_an_evaluation_exits_130_and_cleans_up(tmp_path, out_dir):
     assert (out_dir / "experiments" / "r001-c000" / "kernel.py").exists()
     assert "run_interrupted" in (out_dir / "journal.jsonl").read_text()
     time.sleep(0.5)
-    assert not [p for p in workers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    def alive(p: psutil.Process) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    assert not [p for p in workers if alive(p)]
