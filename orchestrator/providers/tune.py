@@ -27,6 +27,7 @@ from orchestrator.source_digest import normalized_digest
 from protocol.results import DecisionStatus, EvaluationStatus, ExperimentRecord
 
 UP, DOWN = 1, -1
+MOMENTUM_STRIDE = 2  # values skipped+1 along a direction that already helped
 
 # Legal values per knob kind: powers of two with sensible bounds, stages step by one.
 DOMAINS: dict[str, tuple[int, ...]] = {
@@ -332,31 +333,49 @@ class TuneProvider:
         return lessons
 
     def _moves(self, context: ProposalContext, knobs: list[Knob], lessons: _Lessons, bottleneck: str) -> list[_Move]:
-        """For each knob and direction, the nearest untried, unblocked value; best score first."""
+        """For each knob and direction one untried, unblocked value; best score first.
+
+        The nearest such value, except along a direction that already paid off: there the tuner skips one
+        value (a factor of four for powers of two), so a long climb (block 32 -> 2048) takes half the
+        evaluations; when that stride overshoots and regresses, the skipped value is the next proposal.
+        """
         preferences = _PREFERENCES.get(bottleneck, _PREFERENCES["unknown"])
         incumbent = dict(knob_configuration(knobs))
         moves = []
         for order, knob in enumerate(knobs):
             for direction in (UP, DOWN):
                 side = (knob.key, direction)
-                limit = lessons.blocked.get(side)
-                value = knob.value
-                while (value := next_value(knob, direction, value)) is not None:
-                    if limit is not None and (value >= limit if direction == UP else value <= limit):
-                        break  # this direction regressed or broke the kernel at `limit`
-                    configuration = tuple(sorted({**incumbent, knob.key: value}.items()))
-                    if configuration in lessons.tried:
-                        continue
-                    source = apply_knob(context.incumbent_source, knob, value)
-                    if {_sha256(source), normalized_digest(source)} & context.excluded_digests:
-                        continue
-                    score = preferences.get((knob.kind, direction), 0.1)
-                    score += 3.0 if side in lessons.helped else 0.0
-                    score -= 5.0 if knob.key in lessons.pending_knobs else 0.0  # another slot moves this knob now
-                    score -= 0.5 * abs(knob.domain.index(value) - _nearest_index(knob))  # prefer small steps
-                    moves.append(_Move(score, order, knob, direction, value, source, configuration))
-                    break
+                stride = MOMENTUM_STRIDE if side in lessons.helped else 1
+                eligible = list(self._eligible(context, knob, direction, incumbent, lessons, limit=stride))
+                if not eligible:
+                    continue
+                value, source, configuration = eligible[-1]
+                score = preferences.get((knob.kind, direction), 0.1)
+                score += 3.0 if side in lessons.helped else 0.0
+                score -= 5.0 if knob.key in lessons.pending_knobs else 0.0  # another slot moves this knob now
+                # prefer small steps; a stride earned by success is not penalized
+                distance = abs(knob.domain.index(value) - _nearest_index(knob))
+                score -= 0.5 * max(0, distance - (stride - 1))
+                moves.append(_Move(score, order, knob, direction, value, source, configuration))
         return sorted(moves, key=lambda move: (-move.score, move.order, -move.direction))
+
+    @staticmethod
+    def _eligible(context: ProposalContext, knob: Knob, direction: int, incumbent: dict[str, int],
+                  lessons: _Lessons, *, limit: int):
+        """Up to `limit` untried, unblocked, not excluded values beyond the knob's value, nearest first."""
+        blocked_at = lessons.blocked.get((knob.key, direction))
+        value, found = knob.value, 0
+        while found < limit and (value := next_value(knob, direction, value)) is not None:
+            if blocked_at is not None and (value >= blocked_at if direction == UP else value <= blocked_at):
+                return  # this direction regressed or broke the kernel at `blocked_at`
+            configuration = tuple(sorted({**incumbent, knob.key: value}.items()))
+            if configuration in lessons.tried:
+                continue
+            source = apply_knob(context.incumbent_source, knob, value)
+            if {_sha256(source), normalized_digest(source)} & context.excluded_digests:
+                continue
+            found += 1
+            yield value, source, configuration
 
     async def propose(self, context: ProposalContext) -> Proposal:
         knobs = find_knobs(context.incumbent_source)

@@ -125,14 +125,27 @@ def test_bottleneck_evidence_steers_the_direction_and_success_keeps_it():
     first = trio.run(provider.propose, context(incumbent=spill))
     assert block_size(first.source) == 32 and "spill" in first.metadata.evidence
 
-    # An earlier doubling that was promoted keeps the tuner going upward even under spill evidence.
+    # An earlier doubling that was promoted keeps the tuner going upward even under spill evidence, and
+    # with a longer stride: it skips 256 and proposes 512.
     upward = TuneProvider()
     doubled = trio.run(upward.propose, context())
     history = (digest_record("r001-c000", doubled.source, status=DecisionStatus.PROMOTED, speedup=1.4),)
     next_proposal = trio.run(upward.propose, context(source=doubled.source, incumbent=spill, history=history,
                                                      round_index=2))
-    assert block_size(next_proposal.source) == 256
+    assert block_size(next_proposal.source) == 512
     assert "helped (1.400x)" in next_proposal.metadata.evidence
+
+
+def test_a_stride_that_overshoots_falls_back_to_the_skipped_value():
+    provider = TuneProvider()
+    doubled = trio.run(provider.propose, context())  # 64 -> 128
+    history = [digest_record("r001-c000", doubled.source, status=DecisionStatus.PROMOTED, speedup=1.5)]
+    strided = trio.run(provider.propose, context(source=doubled.source, history=tuple(history), round_index=2))
+    assert block_size(strided.source) == 512  # 256 skipped
+    history.append(digest_record("r002-c000", strided.source, speedup=0.9))  # overshoot: slower than 128
+    back = trio.run(provider.propose, context(source=doubled.source, history=tuple(history), round_index=3))
+    assert block_size(back.source) == 256  # the skipped value, below the regression
+    assert "BLOCK_SIZE 128->512 0.900x" in back.metadata.evidence
 
 
 def run_neutral_loop(source: str, limit: int = 200) -> list[str]:
