@@ -151,7 +151,7 @@ def run_probe(worker_python: str, target: Target, parent_env: Mapping[str, str])
         for sub in ("home", "tmp", "triton_cache"):
             (scratch_path / sub).mkdir()
         env, _refused = build_worker_environment(parent_env, target.environment, scratch=scratch_path,
-                                                 token="probe", protocol_fd=-1, pythonpath=PROJECT_ROOT)
+                                                 token="probe", pythonpath=PROJECT_ROOT)
         try:
             completed = subprocess.run([worker_python, "-s", "-c", PROBE_SOURCE, str(_device_index(target))],
                                        capture_output=True, text=True, env=env, cwd=scratch,

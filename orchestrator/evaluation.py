@@ -314,7 +314,7 @@ async def run_evaluation(plan: EvaluationPlan, spawner: Spawner, parent_env: dic
     token = uuid.uuid4().hex
     env, _refused = build_worker_environment(
         parent_env, {**plan.target.environment, **(plan.environment or {})}, scratch=plan.work_dir, token=token,
-        protocol_fd=-1, pythonpath=PROJECT_ROOT)
+        pythonpath=PROJECT_ROOT)
     log_path = plan.log_path
     launch = WorkerLaunch(argv=[plan.worker_python, "-s", "-m", "sandbox_worker"], env=env, cwd=plan.work_dir,
                           log_path=log_path, token=token, log_limit_bytes=plan.log_limit_bytes)

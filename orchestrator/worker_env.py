@@ -34,7 +34,6 @@ def build_worker_environment(
     *,
     scratch: Path,
     token: str,
-    protocol_fd: int,
     pythonpath: str,
 ) -> tuple[dict[str, str], list[str]]:
     """Return the worker's environment and the names dropped from the target's environment (with why)."""
@@ -53,7 +52,6 @@ def build_worker_environment(
         else:
             env[name] = value
     env.update({
-        "TLX_PROTOCOL_FD": str(protocol_fd),
         "TLX_WORKER_TOKEN": token,
         "TLX_WORKER_SCRATCH": str(scratch),
         "HOME": str(scratch / "home"),

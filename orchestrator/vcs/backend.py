@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from orchestrator.vcs.errors import CommitRefused
+from orchestrator.vcs.worktree import read_bytes_or_none
+
 
 @dataclass(frozen=True)
 class HeadState:
@@ -60,3 +63,15 @@ class VcsBackend(Protocol):
 def head_moved_reason(expected: HeadState, current: HeadState | None) -> str:
     now = current.describe() if current is not None else "no commit"
     return f"HEAD moved from {expected.describe()} to {now} during the run"
+
+
+def ensure_still_expected(backend: VcsBackend, commit: FileCommit) -> None:
+    """Right before a commit: HEAD is where the run left it and the kernel file holds what it wrote.
+
+    Raises CommitRefused otherwise; the live file is never overwritten behind the user's back.
+    """
+    current = backend.head()
+    if current != commit.base:
+        raise CommitRefused(head_moved_reason(commit.base, current))
+    if read_bytes_or_none(commit.kernel_path) != commit.expected_disk:
+        raise CommitRefused(f"kernel file {commit.relpath} changed on disk while committing; not overwritten")

@@ -19,10 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.vcs.backend import CommitOutcome, FileCommit, HeadState, head_moved_reason
+from orchestrator.vcs.backend import (
+    CommitOutcome,
+    FileCommit,
+    HeadState,
+    ensure_still_expected,
+)
 from orchestrator.vcs.errors import CommitRefused, VcsError, VcsPrepareError
 from orchestrator.vcs.merge import merge_three_way
-from orchestrator.vcs.worktree import read_bytes_or_none, replace_if_unchanged
+from orchestrator.vcs.worktree import replace_if_unchanged
 
 FALLBACK_NAME = "tlx-agent"
 FALLBACK_EMAIL = "tlx-agent@localhost"
@@ -209,13 +214,7 @@ class GitBackend:
         tree = self._tree_with_blob(commit.base.revision, commit.relpath, base_entry.mode, new_blob)
         revision = self._commit_tree(tree, commit.base.revision, commit.message)
 
-        current = self.head()
-        if current != commit.base:
-            raise CommitRefused(head_moved_reason(commit.base, current))
-        if read_bytes_or_none(commit.kernel_path) != commit.expected_disk:
-            raise CommitRefused(
-                f"kernel file {commit.relpath} changed on disk while committing; not overwritten"
-            )
+        ensure_still_expected(self, commit)
         self._move_head(commit.base, revision, commit.message)
 
         notes = self._stage_committed_blob(commit.relpath, base_entry.blob, new_blob)

@@ -16,7 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.vcs.backend import CommitOutcome, FileCommit, HeadState, head_moved_reason
+from orchestrator.vcs.backend import (
+    CommitOutcome,
+    FileCommit,
+    HeadState,
+    ensure_still_expected,
+    head_moved_reason,
+)
 from orchestrator.vcs.errors import CommitRefused, VcsError, VcsPrepareError
 from orchestrator.vcs.worktree import read_bytes_or_none, write_atomically
 
@@ -131,13 +137,7 @@ class HgBackend:
 
     def commit_file(self, commit: FileCommit) -> CommitOutcome:
         user = self._user_arguments()
-        current = self.head()
-        if current != commit.base:
-            raise CommitRefused(head_moved_reason(commit.base, current))
-        if read_bytes_or_none(commit.kernel_path) != commit.expected_disk:
-            raise CommitRefused(
-                f"kernel file {commit.relpath} changed on disk while committing; not overwritten"
-            )
+        ensure_still_expected(self, commit)
         backup = self._save_backup(commit.expected_disk)
         result: subprocess.CompletedProcess[bytes] | None = None
         try:
