@@ -65,6 +65,9 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
                               "finalist (never benchmarked, promoted or committed)")
     measure.add_argument("--schedule", default="aba",
                          help="measurement order per candidate: a = incumbent, b = candidate (default aba)")
+    measure.add_argument("--confirm-runs", type=int, default=2, metavar="PAIRS",
+                         help="when only the noise test stands in a candidate's way, measure up to this many more "
+                              "candidate/incumbent pairs before deciding (default 2, 0 = off)")
     measure.add_argument("--confidence", type=float, default=0.99, help="confidence of the promotion test")
     measure.add_argument("--arch", help="expected architecture (h200, h100, hopper, sm_90, b200, cpu, ...)")
     preflight = parser.add_argument_group("bundle preflight")

@@ -33,6 +33,7 @@ class RunConfig:
     prior_run: Path | None = None
     isolation: Literal["strict", "standard", "off"] = "standard"
     schedule: str = "aba"
+    confirm_pairs: int = 2  # extra candidate/incumbent pairs when only the noise gate fails
     worker_python: str = sys.executable
     data_limit_bytes: int | None = None
     confidence: float = 0.99

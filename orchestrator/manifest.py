@@ -41,6 +41,7 @@ def run_manifest(config: RunConfig, inputs: Inputs, bundle: FrozenBundle, run_id
         "isolation": {"probe": config.extra.get("isolation_layers", {}),
                       "baseline_worker": config.extra.get("isolation_worker", {})},
         "schedule": config.schedule,
+        "confirm_pairs": config.confirm_pairs,
         "skip_validation": config.skip_validation,
         "bundle_lock": config.extra.get("bundle_lock"),
         "host": {"platform": platform.platform(), "python": platform.python_version(), "machine": platform.machine()},

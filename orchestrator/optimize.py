@@ -21,6 +21,8 @@ from orchestrator.validate import optimize_builtin, optimize_preflight
 from orchestrator.vcs import VcsError
 from protocol.bundle import BundleError, describe_validation_error
 
+MAX_CONFIRM_PAIRS = 4  # each pair is two more fresh workers
+
 EXIT_COMMIT_FAILED = 3
 
 
@@ -57,7 +59,8 @@ def build_config(args: argparse.Namespace, argv: list[str]) -> RunConfig:
         profile=args.profile, diagnostic_instrumentation=args.diagnostic_instrumentation,
         reference_kernel=_absolute(args.reference_kernel), arch=args.arch, vcs=args.vcs,
         commit_message=args.commit_message, commit_winner=args.commit_winner, prior_run=_absolute(args.prior_run),
-        isolation=args.isolation, schedule=args.schedule, worker_python=args.worker_python,
+        isolation=args.isolation, schedule=args.schedule, confirm_pairs=args.confirm_runs,
+        worker_python=args.worker_python,
         data_limit_bytes=int(args.data_limit_gib * (1 << 30)) if args.data_limit_gib else None,
         confidence=args.confidence, debug=args.debug, bundle_lock=_absolute(args.bundle_lock),
         skip_validation=args.skip_validation, extra={"argv": ["tlx-agent", *argv]})
@@ -79,6 +82,8 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
         measurement_schedule(config.schedule)
     except ValueError as exc:
         raise BundleError(f"--schedule {config.schedule!r}: {exc}") from None
+    if not 0 <= config.confirm_pairs <= MAX_CONFIRM_PAIRS:
+        raise BundleError(f"--confirm-runs {config.confirm_pairs}: use 0 (off) to {MAX_CONFIRM_PAIRS} extra pairs")
     prior_digests: frozenset[str] = frozenset()
     prior_evidence: tuple[dict, ...] = ()
     if config.prior_run is not None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from orchestrator.promotion import PromotionTest, promotion_test
-from orchestrator.statistics import pooled_between_run_sd, weighted_geomean
+from orchestrator.statistics import pooled_between_run_sd, student_t_quantile, weighted_geomean
 from protocol.bundle import Budget, Case
 from protocol.results import CaseComparison, Decision, DecisionStatus, Evaluation, EvaluationStatus
 
@@ -19,19 +20,46 @@ from protocol.results import CaseComparison, Decision, DecisionStatus, Evaluatio
 DEFAULT_NOISE_FLOOR = 0.002
 
 
-def noise_floor_from_history(groups_by_case: dict[str, list[list[float]]], *, minimum: float = DEFAULT_NOISE_FLOOR,
-                             min_dof: int = 2) -> float:
-    """The promotion test's noise floor: the worst case's pooled between-run sd of repeated sources.
+@dataclass(frozen=True)
+class BetweenRunNoise:
+    """What the promotion test assumes about the scatter of fresh worker runs of one source.
 
-    `groups_by_case[case_id]` holds, per source measured more than once, the medians of its runs. With too
-    few repeats the assumed floor stands; the estimate never lowers it.
+    `floor` is never undercut. `learned_sd` is the pooled between-run sd of every source the run measured
+    more than once, scaled by t(dof)/z at the test's confidence because it is itself an estimate; when it
+    is present it replaces the per-trial spread (that spread is already pooled into it).
     """
-    worst = minimum
+
+    floor: float = DEFAULT_NOISE_FLOOR
+    learned_sd: float | None = None
+    raw_sd: float | None = None
+    dof: int = 0
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        return {"floor": self.floor, "learned_sd": self.learned_sd, "raw_sd": self.raw_sd, "dof": self.dof}
+
+    def describe(self) -> str:
+        if self.learned_sd is None:
+            return f"assumed floor {self.floor:.2%}"
+        return f"learned {self.raw_sd:.2%} over {self.dof} dof -> {self.learned_sd:.2%} at the test's confidence"
+
+
+def noise_from_history(groups_by_case: dict[str, list[list[float]]], *, confidence: float = 0.99,
+                       floor: float = DEFAULT_NOISE_FLOOR, min_dof: int = 2) -> BetweenRunNoise:
+    """The between-run noise learnt from repeated sources: the worst case's pooled sd, t-inflated.
+
+    `groups_by_case[case_id]` holds, per source measured more than once, the medians of its runs. With
+    fewer than `min_dof` degrees of freedom in every case nothing is learnt and the floor stands alone.
+    """
+    z = NormalDist().inv_cdf(confidence)
+    worst: BetweenRunNoise | None = None
     for groups in groups_by_case.values():
         sd, dof = pooled_between_run_sd(groups)
-        if dof >= min_dof:
-            worst = max(worst, sd)
-    return worst
+        if dof < min_dof:
+            continue
+        inflated = sd * student_t_quantile(confidence, dof) / z
+        if worst is None or inflated > (worst.learned_sd or 0.0):
+            worst = BetweenRunNoise(floor=floor, learned_sd=inflated, raw_sd=sd, dof=dof)
+    return worst or BetweenRunNoise(floor=floor)
 
 
 @dataclass(frozen=True)
@@ -46,22 +74,24 @@ def _geomean(values: Sequence[float]) -> float:
     return weighted_geomean({str(i): v for i, v in enumerate(values)}, {str(i): 1.0 for i in range(len(values))})
 
 
-def compare_cases(cases: Sequence[Case], candidate: Evaluation, incumbents: Sequence[Evaluation]) -> list[CaseComparison]:
-    """Per case: incumbent median = geometric mean of the neighbouring incumbent runs' medians."""
+def compare_cases(cases: Sequence[Case], candidates: Sequence[Evaluation],
+                  incumbents: Sequence[Evaluation]) -> list[CaseComparison]:
+    """Per case: each side's median = geometric mean of its runs' medians; correct only if every
+    candidate run was; the worst CV of each side."""
     rows = []
     for case in cases:
-        measured = candidate.case(case.case_id)
+        measured = [e.case(case.case_id) for e in candidates]
         incumbent_medians = [m.stats.median for e in incumbents if (m := e.case(case.case_id)) and m.stats]
         incumbent_cvs = [m.stats.cv for e in incumbents if (m := e.case(case.case_id)) and m.stats]
         incumbent_median = _geomean(incumbent_medians) if incumbent_medians else None
-        candidate_median = measured.stats.median if measured and measured.stats else None
-        speedup = (incumbent_median / candidate_median
-                   if incumbent_median and candidate_median and measured and measured.correct else None)
+        complete = all(m is not None and m.stats for m in measured)
+        correct = all(m.correct for m in measured if m is not None) if all(m is not None for m in measured) else None
+        candidate_median = _geomean([m.stats.median for m in measured]) if complete else None
+        speedup = incumbent_median / candidate_median if incumbent_median and candidate_median and correct else None
         rows.append(CaseComparison(
             case_id=case.case_id, incumbent_median_us=incumbent_median, candidate_median_us=candidate_median,
-            speedup=speedup, candidate_cv=measured.stats.cv if measured and measured.stats else None,
-            incumbent_cv=max(incumbent_cvs) if incumbent_cvs else None,
-            correct=measured.correct if measured else None))
+            speedup=speedup, candidate_cv=max(m.stats.cv for m in measured) if complete else None,
+            incumbent_cv=max(incumbent_cvs) if incumbent_cvs else None, correct=correct))
     return rows
 
 
@@ -85,17 +115,23 @@ def _runs(evaluations: Sequence[Evaluation], case_id: str) -> list[list[float]]:
 
 def decide(
     cases: Sequence[Case],
-    candidate: Evaluation,
+    candidate: Evaluation | Sequence[Evaluation],
     incumbents: Sequence[Evaluation],
     budget: Budget,
     *,
     profile_veto: str | None = None,
     test_seed: int = 0,
     confidence: float = 0.99,
-    noise_floor: float = DEFAULT_NOISE_FLOOR,
+    noise: BetweenRunNoise | None = None,
 ) -> Verdict:
-    if any(e.label == "diagnostic" for e in (candidate, *incumbents)):
+    """The verdict on one candidate from its run(s) and the neighbouring incumbent runs."""
+    candidates = [candidate] if isinstance(candidate, Evaluation) else list(candidate)
+    if not candidates:
+        raise ValueError("no candidate evaluation to decide on")
+    if any(e.label == "diagnostic" for e in (*candidates, *incumbents)):
         raise ValueError("diagnostic-only (instrumented) evaluations never take part in a promotion decision")
+    noise = noise or BetweenRunNoise()
+    candidate = next((e for e in candidates if e.status is not EvaluationStatus.OK), candidates[-1])
     if candidate.status is not EvaluationStatus.OK:
         return Verdict(Decision(status=DecisionStatus.REJECTED if candidate.status is EvaluationStatus.INCORRECT
                                 else DecisionStatus.FAILED,
@@ -107,7 +143,7 @@ def decide(
                   else "no incumbent measurement")
         return Verdict(Decision(status=DecisionStatus.FAILED, reason=reason), [], None, None)
 
-    comparisons = compare_cases(cases, candidate, incumbents)
+    comparisons = compare_cases(cases, candidates, incumbents)
     aggregate = aggregate_speedup(cases, comparisons)
     correct = all(row.correct for row, case in zip(comparisons, cases, strict=True) if case.protected)
     unstable = [row.case_id for row in comparisons if row.correct and row.candidate_cv is not None
@@ -116,10 +152,10 @@ def decide(
     test = None
     if correct and passing:
         test = promotion_test(
-            {c.case_id: _runs([candidate], c.case_id) for c in passing},
+            {c.case_id: _runs(candidates, c.case_id) for c in passing},
             {c.case_id: _runs(incumbents, c.case_id) for c in passing},
             {c.case_id: c.weight for c in passing}, budget.min_speedup, confidence=confidence, seed=test_seed,
-            noise_floor=noise_floor)
+            noise_floor=noise.floor, learned_sd=noise.learned_sd)
     gates = {
         "correct": correct,
         "speedup": aggregate >= budget.min_speedup,
@@ -143,3 +179,14 @@ def decide(
         reason = f"correct and {aggregate:.4f}x >= {budget.min_speedup:.4f}x; {test.reason if test else ''}".rstrip("; ")
     status = DecisionStatus.PROMOTED if all(gates.values()) else DecisionStatus.REJECTED
     return Verdict(Decision(status=status, reason=reason, gates=gates), comparisons, aggregate, test)
+
+
+def needs_confirmation(verdict: Verdict) -> bool:
+    """Only the noise gate stands between this candidate and promotion: more runs can decide it.
+
+    Correct, fast enough at the point estimate, stable and unvetoed, but the lower bound is not above
+    1.0: the run measures another candidate/incumbent pair instead of rejecting a gain that drift hid.
+    """
+    gates = verdict.decision.gates
+    return bool(gates) and not gates.get("noise", True) and all(
+        gates.get(name, False) for name in ("correct", "speedup", "cv", "profile"))

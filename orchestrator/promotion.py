@@ -96,8 +96,14 @@ def promotion_test(
     resamples: int = 2000,
     seed: int = 0,
     noise_floor: float = 0.002,
+    learned_sd: float | None = None,
 ) -> PromotionTest:
-    """Test candidate vs incumbent runs (case_id -> one list of samples, in µs, per worker run)."""
+    """Test candidate vs incumbent runs (case_id -> one list of samples, in µs, per worker run).
+
+    Without `learned_sd` the between-run sd is hypot(floor, this trial's own run spread); with it (the
+    run's pooled estimate of repeated sources, which already holds this trial's repeats) it is
+    max(floor, learned_sd).
+    """
     case_ids = _validated_case_ids(candidate, incumbent, weights)
     if not 0.5 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0.5, 1), got {confidence}")
@@ -105,6 +111,8 @@ def promotion_test(
         raise ValueError(f"resamples must be >= 100 for a tail quantile to mean anything, got {resamples}")
     if not (math.isfinite(noise_floor) and noise_floor >= 0):
         raise ValueError(f"noise_floor must be a finite number >= 0, got {noise_floor}")
+    if learned_sd is not None and not (math.isfinite(learned_sd) and learned_sd >= 0):
+        raise ValueError(f"learned_sd must be a finite number >= 0, got {learned_sd}")
     if not (math.isfinite(min_speedup) and min_speedup > 0):
         raise ValueError(f"min_speedup must be a positive number, got {min_speedup}")
 
@@ -127,7 +135,8 @@ def promotion_test(
         incumbent_log_medians = np.log(incumbent_medians)
         candidate_log_medians = np.log(candidate_medians)
         observed_spread = _pooled_log_spread([incumbent_log_medians, candidate_log_medians])
-        between_run_sd = math.hypot(noise_floor, observed_spread)
+        between_run_sd = (math.hypot(noise_floor, observed_spread) if learned_sd is None
+                          else max(noise_floor, learned_sd))
 
         incumbent_level = _bootstrap_side_log_level(
             incumbent_runs, incumbent_drift, between_run_sd, resamples, rng
@@ -164,8 +173,10 @@ def promotion_test(
         noise_estimate=noise_estimate,
         method=(
             "two-level bootstrap of the weighted log speedup: circular block bootstrap of samples within runs, "
-            f"per-run log shift N(0, floor^2 + observed run spread^2) shared across cases; floor {noise_floor:.2%}, "
-            f"{resamples} resamples, seed {seed}"
+            + (f"per-run log shift N(0, floor^2 + observed run spread^2) shared across cases; floor {noise_floor:.2%}, "
+               if learned_sd is None else
+               f"per-run log shift N(0, max(floor {noise_floor:.2%}, learned {learned_sd:.2%})^2) shared across cases, ")
+            + f"{resamples} resamples, seed {seed}"
         ),
         passes_noise=passes_noise,
         passes=passes,

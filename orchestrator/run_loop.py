@@ -16,10 +16,11 @@ from orchestrator.artifacts import RunArtifacts, write_json
 from orchestrator.bundle import FrozenBundle, Inputs, check_frozen, freeze_bundle
 from orchestrator.commit_step import CommitStep
 from orchestrator.config import RunConfig
+from orchestrator.confirmation import confirm_until_decided
 from orchestrator.evaluation import EvaluationPlan, run_evaluation
 from orchestrator.live_log import LiveLog
 from orchestrator.manifest import run_manifest
-from orchestrator.policy import Verdict, decide, noise_floor_from_history
+from orchestrator.policy import BetweenRunNoise, Verdict, decide, noise_from_history
 from orchestrator.process_tree import become_subreaper
 from orchestrator.profile_step import DIAGNOSTIC_LABEL
 from orchestrator.promotion import measurement_schedule
@@ -352,20 +353,17 @@ class OptimizationRun:
         evaluations, candidate = await self.side_by_side(
             state, experiment_id, source_path, incumbent.kernel_path, deadline=deadline, label="candidate",
             profile_level="summary")
-        record.evaluations = evaluations
-        incumbents = [e for e in evaluations if e.label == "incumbent"]
         test_seed = secrets.randbelow(2**31)
-        noise_floor = self.noise_floor(state)
-        verdict = decide(self.inputs.cases, candidate, incumbents, self.config.budget, test_seed=test_seed,
-                         confidence=self.config.confidence, noise_floor=noise_floor)
+        verdict, noise = await self.judge(state, experiment_id, evaluations, source_path, incumbent.kernel_path,
+                                          deadline=deadline, label="candidate", test_seed=test_seed)
+        record.evaluations = evaluations
         if self.config.profile and candidate.status is EvaluationStatus.OK:
             veto = await profile_step.profile_evidence(self, state, record, candidate, incumbent, verdict, deadline)
             if veto is not None:
-                verdict = decide(self.inputs.cases, candidate, incumbents, self.config.budget, profile_veto=veto,
-                                 test_seed=test_seed, confidence=self.config.confidence, noise_floor=noise_floor)
+                verdict = self.verdict(evaluations, "candidate", test_seed, noise, profile_veto=veto)
         self.apply_verdict(record, verdict)
         if record.statistics:
-            record.statistics["noise_floor"] = noise_floor
+            record.statistics["between_run_noise"] = noise.as_dict()
         self.log.event(reporting.decision_line(experiment_id, record))
         self.record(state, record, started)
         if record.decision and record.decision.status is DecisionStatus.PROMOTED:
@@ -373,12 +371,13 @@ class OptimizationRun:
         return record, None
 
     async def side_by_side(self, state: RunState, experiment_id: str, candidate_path: Path, incumbent_path: Path, *,
-                           deadline: float, label: str, profile_level: str) -> tuple[list[Evaluation], Evaluation]:
+                           deadline: float, label: str, profile_level: str | None, schedule: list[str] | None = None,
+                           first_index: int = 0) -> tuple[list[Evaluation], Evaluation]:
         """Measure candidate and incumbent in fresh workers in the `--schedule` order (A/B/A by default), so
         clock and thermal drift hit both; the incumbent runs are skipped once the candidate has failed."""
         evaluations: list[Evaluation] = []
         candidate: Evaluation | None = None
-        for index, role in enumerate(self.schedule):
+        for index, role in enumerate(schedule or self.schedule, start=first_index):
             if role == "candidate":
                 candidate = await self.evaluate(state, label=label, experiment_id=experiment_id,
                                                 kernel_path=candidate_path, tag=f"{index}-{label}", deadline=deadline,
@@ -394,14 +393,54 @@ class OptimizationRun:
         assert candidate is not None  # measurement_schedule guarantees a candidate slot
         return evaluations, candidate
 
-    @staticmethod
-    def noise_floor(state: RunState) -> float:
+    def noise(self, state: RunState) -> BetweenRunNoise:
         """Between-run noise learnt from every source measured more than once so far in this run."""
         groups: dict[str, list[list[float]]] = {}
         for per_case in state.run_medians.values():
             for case_id, medians in per_case.items():
                 groups.setdefault(case_id, []).append(medians)
-        return noise_floor_from_history(groups)
+        return noise_from_history(groups, confidence=self.config.confidence)
+
+    def verdict(self, evaluations: list[Evaluation], label: str, test_seed: int,
+                noise: BetweenRunNoise, profile_veto: str | None = None) -> Verdict:
+        return decide(self.inputs.cases, [e for e in evaluations if e.label == label],
+                      [e for e in evaluations if e.label == "incumbent"], self.config.budget,
+                      profile_veto=profile_veto, test_seed=test_seed, confidence=self.config.confidence, noise=noise)
+
+    async def judge(self, state: RunState, experiment_id: str, evaluations: list[Evaluation], candidate_path: Path,
+                    incumbent_path: Path, *, deadline: float, label: str,
+                    test_seed: int) -> tuple[Verdict, BetweenRunNoise]:
+        """Decide; while only the noise gate fails, measure another candidate/incumbent pair (at most
+        `--confirm-runs` pairs, each only if two more workers fit before the deadline). Appends the extra
+        evaluations to `evaluations`."""
+        noise = self.noise(state)
+        verdict = self.verdict(evaluations, label, test_seed, noise)
+
+        async def measure_pair(pair: int) -> bool:
+            self.log.event(f"{experiment_id} status=confirming pair={pair}/{self.config.confirm_pairs} "
+                           f"reason={verdict.decision.reason!r}")
+            more, _ = await self.side_by_side(state, experiment_id, candidate_path, incumbent_path, deadline=deadline,
+                                              label=label, profile_level=None, schedule=["candidate", "incumbent"],
+                                              first_index=len(evaluations))
+            evaluations.extend(more)
+            return all(e.status is EvaluationStatus.OK for e in more)
+
+        def decide_again() -> Verdict:
+            nonlocal noise, verdict
+            noise = self.noise(state)
+            verdict = self.verdict(evaluations, label, test_seed, noise)
+            return verdict
+
+        verdict, _pairs = await confirm_until_decided(
+            verdict, max_pairs=self.config.confirm_pairs, measure_pair=measure_pair, decide_again=decide_again,
+            can_afford_pair=lambda: deadline - trio.current_time() >= 2 * self.worker_seconds(evaluations),
+            on_skip=lambda why: self.log.event(f"{experiment_id} status=confirming skipped: {why}"))
+        return verdict, noise
+
+    @staticmethod
+    def worker_seconds(evaluations: list[Evaluation]) -> float:
+        """The longest worker wall time so far: what one more run is expected to cost."""
+        return max((e.worker.wall_seconds or 0.0 for e in evaluations), default=0.0)
 
     @staticmethod
     def apply_verdict(record: ExperimentRecord, verdict: Verdict) -> None:
@@ -439,9 +478,9 @@ class OptimizationRun:
         evaluations, final = await self.side_by_side(
             state, "final", final_path, self.artifacts.root / "experiments/baseline/kernel.py", deadline=state.deadline,
             label="final", profile_level="deep")
-        verdict = decide(self.inputs.cases, final, [e for e in evaluations if e.label == "incumbent"],
-                         self.config.budget, test_seed=secrets.randbelow(2**31), confidence=self.config.confidence,
-                         noise_floor=self.noise_floor(state))
+        verdict, noise = await self.judge(state, "final", evaluations, final_path,
+                                          self.artifacts.root / "experiments/baseline/kernel.py",
+                                          deadline=state.deadline, label="final", test_seed=secrets.randbelow(2**31))
         record = ExperimentRecord(experiment_id="final", parent_id=incumbent.experiment_id,
                                   source_sha256=raw_digest(incumbent.source),
                                   normalized_sha256=normalized_digest(incumbent.source), source_path=str(final_path),
@@ -449,6 +488,8 @@ class OptimizationRun:
                                                  if e.experiment_id == incumbent.experiment_id), CandidateMetadata()),
                                   evaluations=evaluations)
         self.apply_verdict(record, verdict)
+        if record.statistics:
+            record.statistics["between_run_noise"] = noise.as_dict()
         accepted = verdict.decision.status is DecisionStatus.PROMOTED
         record.decision = Decision(status=DecisionStatus.REVALIDATED if accepted else DecisionStatus.REJECTED,
                                    reason=verdict.decision.reason, gates=verdict.decision.gates)

@@ -75,3 +75,50 @@ def pooled_between_run_sd(groups: Sequence[Sequence[float]]) -> tuple[float, int
         squares += math.fsum((x - centre) ** 2 for x in logs)
         dof += len(logs) - 1
     return (math.sqrt(squares / dof), dof) if dof else (0.0, 0)
+
+
+def student_t_two_sided_mass(t: float, dof: int) -> float:
+    """P(|T| < t) for Student's t with an integer `dof` >= 1 (the finite series of Abramowitz & Stegun
+    26.7.3/26.7.4, exact up to rounding)."""
+    if dof < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {dof}")
+    t = abs(t)
+    theta = math.atan(t / math.sqrt(dof))
+    cos2 = math.cos(theta) ** 2
+    if dof % 2 == 1:
+        term, total = 1.0, 0.0
+        for k in range(1, (dof - 1) // 2 + 1):  # cos θ · (1 + 2/3 cos²θ + 2·4/(3·5) cos⁴θ + ...)
+            total += term
+            term *= 2 * k / (2 * k + 1) * cos2
+        series = math.cos(theta) * total if dof > 1 else 0.0
+        return 2.0 / math.pi * (theta + math.sin(theta) * series)
+    term, total = 1.0, 0.0
+    for k in range(1, dof // 2 + 1):  # 1 + 1/2 cos²θ + 1·3/(2·4) cos⁴θ + ...
+        total += term
+        term *= (2 * k - 1) / (2 * k) * cos2
+    return math.sin(theta) * total
+
+
+def student_t_quantile(probability: float, dof: int) -> float:
+    """Quantile of Student's t with an integer `dof` >= 1, by bisection on the exact CDF.
+
+    A noise level estimated from few repeats is itself uncertain; scaling it by t/z is how a test with an
+    estimated standard deviation keeps its stated confidence (scipy is not a dependency).
+    """
+    if not 0.0 < probability < 1.0:
+        raise ValueError(f"probability must be in (0, 1), got {probability}")
+    if probability == 0.5:
+        return 0.0
+    mass = abs(2.0 * probability - 1.0)  # P(|T| < q) for the upper quantile q
+    low, high = 0.0, 1.0
+    while student_t_two_sided_mass(high, dof) < mass:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if student_t_two_sided_mass(middle, dof) < mass:
+            low = middle
+        else:
+            high = middle
+        if high - low <= 1e-12 * high:
+            break
+    return math.copysign((low + high) / 2.0, probability - 0.5)

@@ -102,11 +102,49 @@ def evaluation(label: str, case, samples):
     return Evaluation(label=label, status=EvaluationStatus.OK, cases=[measured])
 
 
-def analyse(measurements: list[dict], trials: int, seed: int, *, learn_noise: bool = True) -> dict:
-    """A/B/A trials through the agent's decision. With `learn_noise`, the promotion test's noise floor is
-    what the agent learns in a run: the pooled between-run spread of the incumbent's repeated runs (here the
-    incumbent variant's other runs, from every process); without it, the fixed 0.2 % default."""
-    from orchestrator.policy import DEFAULT_NOISE_FLOOR, decide, noise_floor_from_history
+def trial(case, candidate_pool: list[dict], incumbent_pool: list[dict], between, budget, rng: random.Random,
+          confirm_pairs: int) -> tuple[object, list[dict], list[dict]]:
+    """One A/B/A trial (candidate run from another process than both incumbent runs), extended by the
+    agent's own confirmation loop with further runs of the same variants, none used twice. Returns the
+    verdict and the runs used on each side."""
+    import trio
+
+    from orchestrator.confirmation import confirm_until_decided
+    from orchestrator.policy import decide
+
+    incumbents = rng.sample(incumbent_pool, 2)
+    candidates = [rng.choice([r for r in candidate_pool if r["process"] not in {i["process"] for i in incumbents}]
+                             or candidate_pool)]
+    test_seed = rng.randrange(2**31)
+
+    def decide_again():
+        return decide([case], [evaluation("candidate", case, r["samples_us"]) for r in candidates],
+                      [evaluation("incumbent", case, r["samples_us"]) for r in incumbents],
+                      budget, test_seed=test_seed, noise=between)
+
+    async def measure_pair(_pair: int) -> bool:
+        for side, pool in ((candidates, candidate_pool), (incumbents, incumbent_pool)):
+            side.append(rng.choice(spare(pool)))
+        return True
+
+    def spare(pool: list[dict]) -> list[dict]:
+        used = {id(r) for r in (*candidates, *incumbents)}
+        return [r for r in pool if id(r) not in used]
+
+    verdict, _ = trio.run(lambda: confirm_until_decided(
+        decide_again(), max_pairs=confirm_pairs, measure_pair=measure_pair, decide_again=decide_again,
+        can_afford_pair=lambda: bool(spare(candidate_pool) and spare(incumbent_pool))))
+    return verdict, candidates, incumbents
+
+
+def analyse(measurements: list[dict], trials: int, seed: int, *, learn_noise: bool = True,
+            confirm_pairs: int = 2) -> dict:
+    """A/B/A trials through the agent's decision, extended like the agent does: while only the noise gate
+    fails, up to `confirm_pairs` more candidate/incumbent run pairs (other runs of the same variants).
+    With `learn_noise`, the test's noise is what the agent learns in a run: the pooled between-run spread
+    of the incumbent's repeated runs (here all of the incumbent variant's runs, from every process),
+    t-inflated; without it, the fixed 0.2 % floor combined with each trial's own spread."""
+    from orchestrator.policy import BetweenRunNoise, noise_from_history
     from protocol.bundle import Budget, Case
 
     budget = Budget()
@@ -134,24 +172,18 @@ def analyse(measurements: list[dict], trials: int, seed: int, *, learn_noise: bo
                  "measured_gain": {g: statistics.median(medians[g]) / statistics.median(medians["A"]) for g in GAINS}}
         outcome = {}
         for name, incumbent_variant, candidate_variant in (("aa", "A", "A2"), *((g, g, "A") for g in GAINS)):
-            promoted = 0
-            floor = DEFAULT_NOISE_FLOOR
-            if learn_noise:
-                runs_of = {}
-                for run in by_variant[incumbent_variant]:
-                    runs_of.setdefault(run["process"], []).append(statistics.median(run["samples_us"]))
-                floor = noise_floor_from_history({"study": [sum(runs_of.values(), [])]})
+            promoted = confirmed = runs_used = 0
+            between = (noise_from_history({"study": [medians[incumbent_variant]]}) if learn_noise
+                       else BetweenRunNoise())
             for _ in range(trials):
-                first, last = rng.sample(by_variant[incumbent_variant], 2)
-                middle = rng.choice([r for r in by_variant[candidate_variant]
-                                     if r["process"] not in (first["process"], last["process"])]
-                                    or by_variant[candidate_variant])
-                verdict = decide([case], evaluation("candidate", case, middle["samples_us"]),
-                                 [evaluation("incumbent", case, first["samples_us"]),
-                                  evaluation("incumbent", case, last["samples_us"])],
-                                 budget, test_seed=rng.randrange(2**31), noise_floor=floor)
+                verdict, candidates, incumbents = trial(case, by_variant[candidate_variant], by_variant[incumbent_variant],
+                                               between, budget, rng, confirm_pairs)
+                confirmed += len(candidates) > 1
+                runs_used += len(candidates) + len(incumbents)
                 promoted += verdict.decision.status.value == "promoted"
-            outcome[name] = {"trials": trials, "promoted": promoted, "rate": promoted / trials, "noise_floor": floor}
+            outcome[name] = {"trials": trials, "promoted": promoted, "rate": promoted / trials,
+                             "confirmed_trials": confirmed, "mean_runs": runs_used / trials,
+                             "noise": between.as_dict()}
         results[example] = {"noise": noise, "outcomes": outcome}
     return results
 
@@ -167,6 +199,7 @@ def main() -> int:
     parser.add_argument("--measure", nargs=2, metavar=("EXAMPLE", "INDEX"))
     parser.add_argument("--analyse-only", action="store_true")
     parser.add_argument("--fixed-noise-floor", action="store_true", help="analyse with the 0.2 %% default floor only")
+    parser.add_argument("--confirm-runs", type=int, default=2, help="extra pairs while only the noise gate fails")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.measure:
@@ -182,7 +215,8 @@ def main() -> int:
                                 "--budget-seconds", str(args.budget_seconds), "--measure", example, str(index)],
                                check=True)
     measurements = [json.loads(p.read_text()) for p in sorted(args.out.glob("runs_*.json"))]
-    results = analyse(measurements, args.trials, seed=7, learn_noise=not args.fixed_noise_floor)
+    results = analyse(measurements, args.trials, seed=7, learn_noise=not args.fixed_noise_floor,
+                      confirm_pairs=args.confirm_runs)
     (args.out / "study.json").write_text(json.dumps(results, indent=2))
     print(f"measurement study ({time.time() - started:.0f} s)")
     print(f"{'example':<11} {'kernel_us':>10} {'run_cv':>8} {'in_run_cv':>9} "

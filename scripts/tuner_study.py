@@ -6,6 +6,9 @@ Enumerates the knob grid that the tuner itself searches (`orchestrator.providers
 example's own harness on its first h200 case (build, verify, benchmark), and measures the tuner's
 winner (`best_kernel.py` of a tune run) in the same process, so the ratio is side by side. The grid is
 walked in a fixed random order under a time cap; the report says how much of it was covered.
+`--values tile=64,128,256 warps=4,8` narrows a kind's values (the report records the grid used);
+`--compile-workers N` first compiles the grid in N parallel processes (build + verify fill the shared
+Triton cache), so the timed walk is not spent compiling (matmul configurations take seconds each).
 
   python3 scripts/tuner_study.py --example softmax --tuned RUN/best_kernel.py --out DIR [--seconds 90]
 """
@@ -17,6 +20,7 @@ import itertools
 import json
 import random
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,50 +40,89 @@ def main() -> int:
     parser.add_argument("--tuned", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seconds", type=float, default=90.0)
+    parser.add_argument("--values", nargs="*", default=[], metavar="KIND=V1,V2", help="narrow a knob kind's values")
+    parser.add_argument("--compile-workers", type=int, default=0)
+    parser.add_argument("--budget-seconds", type=float, default=0.2, help="sampling budget per configuration")
+    parser.add_argument("--skip-smem-over", type=float, metavar="KIB",
+                        help="skip matmul configurations whose pipelined fp16 tiles need more shared memory "
+                             "(NUM_STAGES x (BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N) x 2 bytes): they cannot launch")
+    parser.add_argument("--bundle", default="h200", help="bundle dir under the example ('.' = the CPU bundle)")
+    parser.add_argument("--warm-shard", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    grid_values = dict(GRID)
+    for item in args.values:
+        kind, _, values = item.partition("=")
+        if kind not in GRID or not values:
+            parser.error(f"--values {item!r}: use KIND=V1,V2 with KIND one of {sorted(GRID)}")
+        grid_values[kind] = tuple(int(v) for v in values.split(","))
     import importlib.util
 
     example = ROOT / "examples" / args.example
     spec = importlib.util.spec_from_file_location("study_harness", example / "harness.py")
     harness = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(harness)
-    target = json.loads((example / "h200/target.json").read_text())
-    case = json.loads((example / "h200/cases.json").read_text())[0]
-    case["parameters"]["budget_seconds"] = 0.2
+    target = json.loads((example / args.bundle / "target.json").read_text())
+    case = json.loads((example / args.bundle / "cases.json").read_text())[0]
+    case["parameters"]["budget_seconds"] = args.budget_seconds
     source = (example / "kernel.py").read_text()
     knobs = find_knobs(source)
-    grid = list(itertools.product(*(GRID[k.kind] for k in knobs)))
+    grid = list(itertools.product(*(grid_values[k.kind] for k in knobs)))
     random.Random(0).shuffle(grid)
+    full_grid_size = len(grid)
+    if args.skip_smem_over:
+        names = [k.name for k in knobs]
 
-    def measure(text: str) -> float | None:
+        def smem_kib(values) -> float:
+            c = dict(zip(names, values, strict=True))
+            return c["NUM_STAGES"] * (c["BLOCK_M"] * c["BLOCK_K"] + c["BLOCK_K"] * c["BLOCK_N"]) * 2 / 1024
+
+        grid = [values for values in grid if smem_kib(values) <= args.skip_smem_over]
+
+    def configured(values) -> str:
+        text = source
+        for knob, value in zip(knobs, values, strict=True):
+            text = apply_knob(text, next(k for k in find_knobs(text) if k.key == knob.key), value)
+        return text
+
+    def measure(text: str, *, time_it: bool = True) -> float | None:
         context.set_command_context(seed=random.randrange(2**31), phase="verify")
-        built = harness.build(text, target)
-        if not built.get("success", True):
-            return None
-        artifact = built.get("artifact", built)
         try:
-            if not harness.verify(artifact, case)["passed"]:
+            built = harness.build(text, target)
+            if not built.get("success", True):
+                return None
+            artifact = built.get("artifact", built)
+            if not harness.verify(artifact, case)["passed"] or not time_it:
                 return None
             context.set_command_context(seed=random.randrange(2**31), phase="benchmark")
             return statistics.median(harness.benchmark(artifact, case, 10)["samples_us"])
         except Exception:  # noqa: BLE001 - an illegal configuration (resources) is just skipped
             return None
 
+    if args.warm_shard is not None:  # a compile worker: fill the Triton cache with its share of the grid
+        for values in grid[args.warm_shard::args.compile_workers]:
+            measure(configured(values), time_it=False)
+        return 0
     started = time.time()
+    if args.compile_workers:
+        command = [sys.executable, __file__, *sys.argv[1:]]
+        workers = [subprocess.Popen([*command, "--warm-shard", str(index)]) for index in range(args.compile_workers)]
+        for worker in workers:
+            worker.wait()
+    compiled_seconds = time.time() - started
     results = []
     baseline = measure(source)
     tuned = measure(args.tuned.read_text()) if args.tuned and args.tuned.exists() else None
     for values in grid:
         if time.time() - started > args.seconds:
             break
-        text = source
-        for knob, value in zip(knobs, values, strict=True):
-            text = apply_knob(text, next(k for k in find_knobs(text) if k.key == knob.key), value)
-        results.append({"config": dict(zip((k.name for k in knobs), values, strict=True)), "median_us": measure(text)})
+        results.append({"config": dict(zip((k.name for k in knobs), values, strict=True)),
+                        "median_us": measure(configured(values))})
     valid = [r for r in results if r["median_us"]]
     best = min(valid, key=lambda r: r["median_us"]) if valid else None
     report = {"example": args.example, "case": case["case_id"], "knobs": [k.name for k in knobs],
-              "grid_size": len(grid), "measured": len(results), "valid": len(valid),
+              "grid": {k.name: grid_values[k.kind] for k in knobs},
+              "grid_size": full_grid_size, "launchable": len(grid), "measured": len(results), "valid": len(valid),
+              "compile_seconds": compiled_seconds,
               "baseline_us": baseline, "tuned_us": tuned, "best": best,
               "tuned_vs_best": (best["median_us"] / tuned) if best and tuned else None,
               "seconds": time.time() - started}

@@ -12,7 +12,11 @@ here follow `reference/peers.md` §3a and §4:
   clearly longer than a calibrated honest one means the call hid work on a side stream (#1): the
   samples then include that work (see `_stream_escape`);
 - warm-up is time-based (`warmup_seconds`, at least a few calls) and uses the very same loop as the
-  timed samples, so "warm-up detection" (#7) gains nothing;
+  timed samples, so "warm-up detection" (#7) gains nothing. The first measurement on a device in a
+  process warms for at least `settle_seconds` (0.5 s): in the H200 measurement study the first ~0.25 s
+  of sustained load after a process started ran a 1.4 ms matmul 0.8-1.4 % slower than the rest of the
+  process, and every evaluation is a fresh worker process, so without it every run would be timed on
+  that ramp and its run-to-run scatter would be the noise the promotion test has to beat;
 - sampling is adaptive: at least `repetitions` samples (the orchestrator's lower bound), then stop when
   the relative standard error of the mean is under `target_rse` (nvbench's 0.5 %) or `budget_seconds`
   of sampling is spent, never more than `max_samples`;
@@ -72,6 +76,7 @@ CACHE_POLICY_CPU = "cpu_perf_counter"
 FLUSH_L2_MULTIPLE = 2
 HOST_COVER_CYCLES = 100_000  # about 50 µs at the H200's 1.98 GHz: longer than a Python launch
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024  # what do_bench uses when the L2 size is unknown
+SETTLE_SECONDS = 0.5  # first measurement per device per process: see the module doc
 GRAPH_THRESHOLD_US = 20.0  # "auto" uses CUDA graphs for calls shorter than this
 MIN_SAMPLES_FOR_RSE = 5  # the standard error of 2-4 samples says little; never stop on it earlier
 MIN_WARMUP_CALLS_CPU = 1  # an interpreted Triton call can take a second: one warm-up call compiles it
@@ -162,6 +167,11 @@ class SamplingLimits:
     target_rse: float
     budget_seconds: float
     warmup_seconds: float
+    settle_seconds: float = 0.0
+
+
+# Devices that have had their settle warm-up in this process (a worker process is one evaluation).
+_settled_devices: set[int] = set()
 
 
 Sampler = Callable[[], tuple[float, Any]]  # one timed call -> (microseconds, the call's output)
@@ -216,6 +226,7 @@ def measure(
     device: str | None = None,
     mode: Mode = "auto",
     warmup_seconds: float = 0.025,
+    settle_seconds: float = SETTLE_SECONDS,
     budget_seconds: float = 2.0,
     max_samples: int = 10_000,
     target_rse: float = 0.005,
@@ -225,7 +236,8 @@ def measure(
 
     `{"samples_us": [...], "warmup_count": int, "cache_policy": str, "metrics": {"rse", "mode",
     "flush_bytes", "stopped_by", ...}}`. `repetitions` is a lower bound on the number of samples;
-    `budget_seconds` bounds the sampling time once that many are taken. "auto" picks "cpu" on a CPU
+    `budget_seconds` bounds the sampling time once that many are taken; the first CUDA measurement on a
+    device in this process warms up for at least `settle_seconds`. "auto" picks "cpu" on a CPU
     device or under TRITON_INTERPRET=1, else "cuda_graph" when a warm call takes under ~20 µs, else
     "events". `check_last` may raise to reject the run (its exception propagates).
     """
@@ -237,6 +249,7 @@ def measure(
         target_rse=target_rse,
         budget_seconds=budget_seconds,
         warmup_seconds=warmup_seconds,
+        settle_seconds=settle_seconds,
     )
     if mode not in ("auto", "events", "cuda_graph", "cpu"):
         raise ValueError(f"unknown timing mode {mode!r}")
@@ -396,13 +409,18 @@ def _measure_cuda(
         flush_bytes = flush_bytes_for(target)
         flush_buffer = torch.empty(flush_bytes // 4, dtype=torch.int32, device=target)
         events = _EventTimer(fn, flush_buffer, target, poison_outputs=check_last is not None)
+        extra: dict[str, Any] = {}
+        first_on_device = target.index not in _settled_devices
+        warmup_seconds = max(limits.warmup_seconds, limits.settle_seconds if first_on_device else 0.0)
+        started = time.perf_counter()
         warmup = warm_up(
             events.take_sample,
-            warmup_seconds=limits.warmup_seconds,
+            warmup_seconds=warmup_seconds,
             min_calls=MIN_WARMUP_CALLS_CUDA,
             max_calls=limits.max_samples,
         )
-        extra: dict[str, Any] = {}
+        _settled_devices.add(target.index)
+        extra["warmup_seconds"] = round(time.perf_counter() - started, 4)
         if mode == "auto":
             probe_us = statistics.median(warmup[-MIN_WARMUP_CALLS_CUDA:])
             extra["probe_us"] = probe_us

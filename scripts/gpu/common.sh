@@ -16,3 +16,38 @@ gpu_facts() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader || true
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
 }
+# summary NAME RESULT_JSON: a run's outcome, per-case speedups and every decision with its workers' walls.
+summary() {  # name result.json
+  python3 - "$1" "$2" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+name, path = sys.argv[1], sys.argv[2]
+try:
+    r = json.load(open(path))
+except Exception as exc:
+    print(name, "no result", exc); sys.exit(0)
+if "report" not in r:
+    print(name, "ERROR", r.get("error")); sys.exit(0)
+print(f"{name}: exit={r['exit_code']} stopping={r['stopping_reason']} winner={r['winner_experiment_id']} "
+      f"aggregate={r['report']['aggregate_speedup']} wall={r['wall_seconds']:.1f}")
+for c in r["report"]["workload"]:
+    print(f"  {c['case_id']:<22} base={c['baseline_median_us']} final={c['final_median_us']} speedup={c['speedup']}")
+for e in r["experiments"]:
+    d = e.get("decision") or {}
+    walls = ",".join(f"{ev['label']}:{ev['worker']['wall_seconds']:.1f}" for ev in e["evaluations"])
+    print(f"  {e['experiment_id']:<10} {d.get('status')} [{walls}] {d.get('reason','')[:110]}")
+PY
+}
+# run_opt NAME EXAMPLE ARGS...: one optimize run on the example's h200 bundle into $OUT/NAME (no commit),
+# killed after $RUN_LIMIT seconds; its decisions go to $OUT/summary.txt.
+run_opt() {
+  local name=$1 example=$2; shift 2
+  local t0
+  t0=$(date +%s)
+  timeout "${RUN_LIMIT:-240}" python3 -m orchestrator.cli optimize --kernel "examples/$example/kernel.py" \
+    --harness "examples/$example/harness.py" --cases "examples/$example/h200/cases.json" \
+    --target "examples/$example/h200/target.json" --output-dir "$OUT/$name" --no-commit-winner "$@" \
+    > "$OUT/$name.json" 2> "$OUT/$name.log" || true
+  echo "$name wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
+  summary "$name" "$OUT/$name.json"
+  grep -E "isolation mode|status=confirming" "$OUT/$name.log" | cut -c1-260 | tee -a "$OUT/summary.txt" || true
+}
