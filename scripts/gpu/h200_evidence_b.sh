@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# H200 evidence for issue 6 in one call (~8 min): the tuner (momentum stride) on matmul and softmax, and the
-# matmul grid over the same knobs (narrowed to launchable 64-256 tiles, 4/8 warps, 2-4 stages; compiled
-# in parallel first) with the tuner's winner measured in the same process.
+# H200 evidence for issues 5 and 6 (~5 min):
+#   issue 5: softmax under --isolation strict with profiling, two replayed candidates (Proton + NCU summary
+#            per correct candidate, deep profiles for the baseline and the finalist, NCU veto)
+#   issue 6: the tuner (momentum stride) on softmax without profiling
 source "$(dirname "$0")/common.sh"
 gpu_facts | tee "$OUT/gpu.txt"
-RUN_LIMIT=175 run_opt matmul_tune matmul --provider tune --max-rounds 10 --candidates-per-round 1 --no-profile \
-  --max-total-seconds 165
+RUN_LIMIT=250 run_opt softmax_strict softmax --provider replay --replay-dir examples/softmax/candidates \
+  --max-rounds 1 --candidates-per-round 2 --isolation strict --max-total-seconds 240
 RUN_LIMIT=135 run_opt softmax_tune softmax --provider tune --max-rounds 10 --candidates-per-round 1 --no-profile \
   --max-total-seconds 125
-timeout 230 python3 scripts/tuner_study.py --example matmul --tuned "$OUT/matmul_tune/best_kernel.py" --out "$OUT" \
-  --seconds 215 --budget-seconds 0.1 --compile-workers 14 --skip-smem-over 227 \
-  --values tile=64,128,256 warps=4,8 stages=2,3,4 group=1,8 2>&1 | tail -1 | cut -c1-900 | tee -a "$OUT/summary.txt" || true
-cd "$OUT" && tar czf runs.tgz matmul_tune.log softmax_tune.log matmul_tune/best_kernel.py softmax_tune/best_kernel.py \
-  matmul_tune/experiments.json softmax_tune/experiments.json 2>/dev/null || true
-rm -rf "$OUT/matmul_tune" "$OUT/softmax_tune"
+cd "$OUT" && tar czf runs.tgz softmax_strict.log softmax_tune.log softmax_strict/run.json \
+  softmax_strict/experiments.json softmax_strict/*_profile.json softmax_strict/experiments/*/result.json \
+  softmax_tune/best_kernel.py softmax_tune/experiments.json 2>/dev/null || true
+rm -rf "$OUT/softmax_strict" "$OUT/softmax_tune"
 ls -la "$OUT"

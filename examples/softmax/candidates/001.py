@@ -14,9 +14,9 @@ import torch
 import triton
 import triton.language as tl
 
-BLOCK_SIZE = 2048
-NUM_WARPS = 4
-NUM_STAGES = 2
+BLOCK_SIZE = 1024
+NUM_WARPS = 8
+NUM_STAGES = 1
 
 
 @triton.jit
