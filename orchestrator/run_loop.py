@@ -296,8 +296,7 @@ class OptimizationRun:
     async def run_rounds(self, state: RunState, incumbent: Incumbent, deadline: float) -> Incumbent:
         baseline = state.experiments[0].evaluations[0]
         for round_index in range(1, self.config.budget.max_rounds + 1):
-            if trio.current_time() >= deadline:
-                state.stopping_reason = "time_budget_exhausted"
+            if not self.candidate_fits(state, deadline):
                 return incumbent
             promoted_this_round = False
             proposals = await self.propose_round(state, incumbent, round_index, baseline, deadline)
@@ -306,8 +305,7 @@ class OptimizationRun:
                     self.log.event(f"{experiment_id} status=provider_exhausted reason={str(proposal)!r}")
                     state.stopping_reason = "provider_exhausted"
                     return incumbent
-                if trio.current_time() >= deadline:
-                    state.stopping_reason = "time_budget_exhausted"
+                if not self.candidate_fits(state, deadline):
                     return incumbent
                 record, promoted = await self.run_candidate(state, incumbent, experiment_id, round_index, slot,
                                                             proposal, deadline)
@@ -319,6 +317,21 @@ class OptimizationRun:
             state.rounds_without_promotion = 0 if promoted_this_round else state.rounds_without_promotion + 1
         state.stopping_reason = "round_budget_exhausted"
         return incumbent
+
+    def candidate_fits(self, state: RunState, deadline: float) -> bool:
+        """Is there time for one more candidate's workers? A candidate cut off by the deadline halfway
+        through its A/B/A runs decides nothing and only costs time, so the run stops before it instead."""
+        left = deadline - trio.current_time()
+        measured = [e for e in reversed(state.experiments) if e.evaluations]
+        expected = (sum(e.worker.wall_seconds for e in measured[0].evaluations) if measured else 0.0)
+        if measured and measured[0].experiment_id == "baseline":
+            expected *= len(self.schedule)
+        if left > 0 and left >= expected:
+            return True
+        state.stopping_reason = "time_budget_exhausted"
+        self.log.event(f"run status=stopping reason='time budget: the next candidate needs about {expected:.0f} s "
+                       f"of workers, {max(left, 0.0):.0f} s left before revalidation'")
+        return False
 
     async def run_candidate(self, state: RunState, incumbent: Incumbent, experiment_id: str, round_index: int,
                             slot: int, proposal: Proposal | Exception, deadline: float

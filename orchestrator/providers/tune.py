@@ -1,10 +1,15 @@
-"""The offline default generator: one launch-configuration knob at a time, steered by measurements.
+"""The offline default generator: one launch-configuration change at a time, steered by measurements.
 
 It reads the kernel's tunable literals from the AST (block sizes, tile sizes, `num_warps`, `num_stages`,
-grouping constants, `triton.Config` entries), picks the single change the measured bottleneck and the
-run's history favour, and edits only that literal's span, so every patch is a one-line diff. It never
-repeats a configuration, never pushes further a knob direction that regressed or broke the kernel, keeps
-going in directions that helped, and says `ProviderExhausted` when nothing untried is left.
+grouping constants, `triton.Config` entries), picks the change the measured bottleneck and the run's
+history favour, and edits only that literal's span, so a patch is a one-line diff. It never repeats a
+configuration, never pushes further a knob direction that regressed or broke the kernel, keeps going in
+directions that helped, and says `ProviderExhausted` when nothing untried is left.
+
+One change is coupled: when a bigger block or tile regressed on its own, the next step may grow it
+together with `num_warps` (x2 each), keeping the work per warp constant. On the H200 a 64 -> 128 matmul
+tile with two warps ran at 0.48x and a single-knob climb stopped there; the pair is what the grid's best
+configurations do (docs/tuner.md).
 """
 
 from __future__ import annotations
@@ -241,6 +246,16 @@ class _Attempt:
     configuration: tuple[tuple[str, int], ...]
     round_index: int
     digests: frozenset[str]  # raw and normalized sha256 of the proposed source, to match history records
+    paired: tuple[str, str, int, int] | None = None  # (warps knob key, name, old, new) moved with this knob
+
+    @property
+    def side(self) -> tuple[str, int]:
+        """What the run learns about: a knob direction, or the (knob + warps) pair going up together."""
+        return (pair_key(self.knob_key, self.paired[0]) if self.paired else self.knob_key, self.direction)
+
+    def label(self) -> str:
+        moved = f"{self.knob_name} {self.old}->{self.new}"
+        return moved + (f" with {self.paired[1]} {self.paired[2]}->{self.paired[3]}" if self.paired else "")
 
 
 @dataclass
@@ -252,6 +267,10 @@ class _Lessons:
     helped: dict[tuple[str, int], float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     pending_knobs: set[str] = field(default_factory=set)
+
+
+def pair_key(knob_key: str, warps_key: str) -> str:
+    return f"{knob_key}&{warps_key}"
 
 
 def _sha256(text: str) -> str:
@@ -286,6 +305,7 @@ class _Move:
     value: int
     source: str
     configuration: tuple[tuple[str, int], ...]
+    paired: tuple[Knob, int] | None = None  # the warps knob and its new value, moved together with `knob`
 
 
 class TuneProvider:
@@ -313,23 +333,22 @@ class TuneProvider:
                     lessons.tried.add(configuration)
                 continue
             recorded.append(attempt)
-            side = (attempt.knob_key, attempt.direction)
+            side = attempt.side
             outcome = _outcome(record)
             speedup = record.aggregate_speedup
             if outcome in ("regressed", "broken"):
                 previous = lessons.blocked.get(side, attempt.new)
                 lessons.blocked[side] = min(previous, attempt.new) if attempt.direction == UP else max(previous, attempt.new)
                 label = f"{speedup:.3f}x" if speedup is not None and outcome == "regressed" else outcome
-                lessons.notes.append(f"{attempt.knob_name} {attempt.old}->{attempt.new} {label}")
+                lessons.notes.append(f"{attempt.label()} {label}")
             elif outcome == "helped" or (speedup is not None and speedup > 1.0):
                 lessons.helped[side] = max(lessons.helped.get(side, 0.0), speedup or 1.0)
                 label = f"{speedup:.3f}x" if speedup is not None else "promoted"
-                lessons.notes.append(f"{attempt.knob_name} {attempt.old}->{attempt.new} helped ({label})")
-        lessons.pending_knobs = {
-            attempt.knob_key
-            for attempt in self._attempts
-            if attempt.round_index == context.round_index and all(attempt is not done for done in recorded)
-        }
+                lessons.notes.append(f"{attempt.label()} helped ({label})")
+        pending = [attempt for attempt in self._attempts
+                   if attempt.round_index == context.round_index and all(attempt is not done for done in recorded)]
+        lessons.pending_knobs = {attempt.knob_key for attempt in pending} | {
+            attempt.paired[0] for attempt in pending if attempt.paired}
         return lessons
 
     def _moves(self, context: ProposalContext, knobs: list[Knob], lessons: _Lessons, bottleneck: str) -> list[_Move]:
@@ -357,7 +376,40 @@ class TuneProvider:
                 distance = abs(knob.domain.index(value) - _nearest_index(knob))
                 score -= 0.5 * max(0, distance - (stride - 1))
                 moves.append(_Move(score, order, knob, direction, value, source, configuration))
+        moves.extend(self._paired_moves(context, knobs, lessons, preferences, incumbent))
         return sorted(moves, key=lambda move: (-move.score, move.order, -move.direction))
+
+    @staticmethod
+    def _paired_moves(context: ProposalContext, knobs: list[Knob], lessons: _Lessons,
+                      preferences: dict[tuple[str, int], float], incumbent: dict[str, int]) -> list[_Move]:
+        """A block or tile grown together with num_warps (x2 each), once growing it alone regressed or broke
+        the kernel at its next value, or after such a pair helped: a bigger tile needs the warps to compute it."""
+        warps = next((knob for knob in knobs if knob.kind == "warps"), None)
+        more_warps = next_value(warps, UP, warps.value) if warps is not None else None
+        if warps is None or more_warps is None or warps.key in lessons.pending_knobs:
+            return []
+        moves = []
+        for order, knob in enumerate(knobs):
+            value = next_value(knob, UP, knob.value) if knob.kind in ("block", "tile") else None
+            if value is None or knob.key in lessons.pending_knobs:
+                continue
+            side = (pair_key(knob.key, warps.key), UP)
+            alone_blocked = lessons.blocked.get((knob.key, UP))
+            if side not in lessons.helped and (alone_blocked is None or alone_blocked > value):
+                continue  # no evidence that this knob needs more warps to grow
+            pair_blocked = lessons.blocked.get(side)
+            if pair_blocked is not None and value >= pair_blocked:
+                continue
+            configuration = tuple(sorted({**incumbent, knob.key: value, warps.key: more_warps}.items()))
+            if configuration in lessons.tried:
+                continue
+            grown = apply_knob(context.incumbent_source, knob, value)
+            source = apply_knob(grown, next(k for k in find_knobs(grown) if k.key == warps.key), more_warps)
+            if {_sha256(source), normalized_digest(source)} & context.excluded_digests:
+                continue
+            score = preferences.get((knob.kind, UP), 0.1) + 1.0 + (3.0 if side in lessons.helped else 0.0)
+            moves.append(_Move(score, order, knob, UP, value, source, configuration, paired=(warps, more_warps)))
+        return moves
 
     @staticmethod
     def _eligible(context: ProposalContext, knob: Knob, direction: int, incumbent: dict[str, int],
@@ -392,7 +444,8 @@ class TuneProvider:
                 f"({', '.join(sorted({k.name for k in knobs}))})"
             )
         best = moves[0]
-        metadata = _metadata(best.knob, best.direction, best.value, bottleneck, bottleneck_evidence, lessons.notes)
+        metadata = _metadata(best.knob, best.direction, best.value, bottleneck, bottleneck_evidence, lessons.notes,
+                             paired=best.paired)
         proposal = validate_proposal(
             best.source, metadata, context.incumbent_source, evidence_terms=evidence_terms(context)
         )
@@ -406,6 +459,8 @@ class TuneProvider:
                 configuration=best.configuration,
                 round_index=context.round_index,
                 digests=frozenset({_sha256(best.source), normalized_digest(best.source)}),
+                paired=(best.paired[0].key, best.paired[0].name, best.paired[0].value, best.paired[1])
+                if best.paired else None,
             )
         )
         return proposal
@@ -433,8 +488,11 @@ def _configuration_from_file(path: str) -> tuple[tuple[str, int], ...]:
 
 
 def _metadata(
-    knob: Knob, direction: int, value: int, bottleneck: str, bottleneck_evidence: str, notes: list[str]
+    knob: Knob, direction: int, value: int, bottleneck: str, bottleneck_evidence: str, notes: list[str],
+    paired: tuple[Knob, int] | None = None,
 ) -> dict[str, str]:
+    if paired is not None:
+        return _paired_metadata(knob, value, paired, bottleneck, bottleneck_evidence, notes)
     why, effect = _RATIONALE[(knob.kind, direction)]
     verb = "Raising" if direction == UP else "Lowering"
     where = f"{knob.origin} at line {knob.line}"
@@ -448,4 +506,24 @@ def _metadata(
         "change": one_line(f"{knob.name} {knob.value} -> {value} ({where}); nothing else changes", 240),
         "expected_effect": one_line(f"{effect}; lower median latency on the dominant case", 240),
         "risk": one_line(_RISK[(knob.kind, direction)], 240),
+    }
+
+
+def _paired_metadata(knob: Knob, value: int, paired: tuple[Knob, int], bottleneck: str, bottleneck_evidence: str,
+                     notes: list[str]) -> dict[str, str]:
+    warps, more_warps = paired
+    history = f"; earlier: {', '.join(notes[-3:])}" if notes else ""
+    return {
+        "hypothesis": one_line(
+            f"Raising {knob.name} from {knob.value} to {value} together with {warps.name} from {warps.value} to "
+            f"{more_warps} keeps the work per warp constant: the larger {knob.kind} alone lacked the warps to "
+            "compute it", 240),
+        "evidence": one_line(
+            f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.value}, {warps.name}={warps.value}{history}", 240),
+        "change": one_line(f"{knob.name} {knob.value} -> {value} and {warps.name} {warps.value} -> {more_warps} "
+                           f"(lines {knob.line} and {warps.line}); nothing else changes", 240),
+        "expected_effect": one_line(
+            f"{_RATIONALE[(knob.kind, UP)][1]} without fewer warps per element; lower median latency on the "
+            "dominant case", 240),
+        "risk": one_line(f"{_RISK[(knob.kind, UP)]}; more warps also raise per-program synchronization", 240),
     }

@@ -97,6 +97,9 @@ def test_time_budget_stops_the_run(tmp_path, out_dir):
     assert run.result["stopping_reason"] == "time_budget_exhausted", run.stderr
     assert len(run.result["experiments"]) < 8
     assert run.result["wall_seconds"] < 15
+    # the run stops before a candidate whose workers cannot finish, instead of cutting one off halfway
+    assert "time budget: the next candidate needs about" in run.stderr
+    assert not any("worker start" in ((e.get("decision") or {}).get("reason") or "") for e in run.result["experiments"])
 
 
 def test_hanging_worker_is_killed_at_its_deadline_and_the_run_continues(tmp_path, out_dir):

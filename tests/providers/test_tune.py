@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
+from pathlib import Path
 
 import pytest
 import trio
@@ -221,3 +222,55 @@ def test_proposes_without_measurements_and_says_so():
     proposal = trio.run(TuneProvider().propose, unmeasured)
     assert block_size(proposal.source) == 128
     assert "no incumbent evaluation" in proposal.metadata.evidence and "BLOCK_SIZE=64 at line 5" in proposal.metadata.evidence
+
+
+EXAMPLE_MATMUL = (Path(__file__).resolve().parents[2] / "examples/matmul/kernel.py").read_text()
+
+
+def knob_values(source: str) -> dict[str, int]:
+    return {k.name: k.value for k in find_knobs(source)}
+
+
+def test_a_tile_that_regressed_alone_is_grown_again_with_more_warps():
+    # the H200 matmul run: BLOCK_M 32 -> 64 helped; 64 -> 256 (stride) and 64 -> 128 regressed with 2 warps
+    provider = TuneProvider()
+    first = trio.run(provider.propose, context(source=EXAMPLE_MATMUL))
+    assert knob_values(first.source)["BLOCK_M"] == 64
+    history = [digest_record("r001-c000", first.source, status=DecisionStatus.PROMOTED, speedup=1.20)]
+    incumbent = first.source
+    strided = trio.run(provider.propose, context(source=incumbent, history=tuple(history), round_index=2))
+    assert knob_values(strided.source)["BLOCK_M"] == 256
+    history.append(digest_record("r002-c000", strided.source, speedup=0.23))
+    back = trio.run(provider.propose, context(source=incumbent, history=tuple(history), round_index=3))
+    assert knob_values(back.source)["BLOCK_M"] == 128 and knob_values(back.source)["NUM_WARPS"] == 2
+    history.append(digest_record("r003-c000", back.source, speedup=0.48))
+
+    paired = trio.run(provider.propose, context(source=incumbent, history=tuple(history), round_index=4))
+    values = knob_values(paired.source)
+    assert (values["BLOCK_M"], values["NUM_WARPS"]) == (128, 4)
+    assert changed_lines(incumbent, paired.source) == ["-BLOCK_M = 64", "+BLOCK_M = 128", "-NUM_WARPS = 2",
+                                                        "+NUM_WARPS = 4"]
+    assert "together with NUM_WARPS from 2 to 4" in paired.metadata.hypothesis
+    assert "BLOCK_M 64->128 0.480x" in paired.metadata.evidence
+
+    # the pair helped: the next step grows the pair again, from the new incumbent
+    history.append(digest_record("r004-c000", paired.source, status=DecisionStatus.PROMOTED, speedup=1.3))
+    again = trio.run(provider.propose, context(source=paired.source, history=tuple(history), round_index=5))
+    assert "helped (1.300x)" in again.metadata.evidence
+    values = knob_values(again.source)
+    assert (values["BLOCK_M"], values["NUM_WARPS"], values["BLOCK_N"]) == (256, 8, 32)
+
+
+def test_a_pair_that_regressed_is_not_proposed_again_and_no_pair_without_evidence():
+    provider = TuneProvider()
+    first = trio.run(provider.propose, context(source=EXAMPLE_MATMUL))  # BLOCK_M 32 -> 64
+    history = [digest_record("r001-c000", first.source, speedup=0.9)]  # regressed alone: blocks BLOCK_M up
+    paired = trio.run(provider.propose, context(source=EXAMPLE_MATMUL, history=tuple(history), round_index=2))
+    assert knob_values(paired.source)["NUM_WARPS"] == 4 and knob_values(paired.source)["BLOCK_M"] == 64
+    history.append(digest_record("r002-c000", paired.source, speedup=0.95))
+    later = trio.run(provider.propose, context(source=EXAMPLE_MATMUL, history=tuple(history), round_index=3))
+    assert (knob_values(later.source)["BLOCK_M"], knob_values(later.source)["NUM_WARPS"]) != (64, 4)
+    # neutral results never block a direction, so a neutral walk proposes no pair at all
+    for source in run_neutral_loop(EXAMPLE_MATMUL, limit=400):
+        assert sum(a != b for a, b in zip(knob_values(EXAMPLE_MATMUL).values(), knob_values(source).values(),
+                                          strict=True)) == 1
