@@ -320,12 +320,13 @@ class OptimizationRun:
 
     def candidate_fits(self, state: RunState, deadline: float) -> bool:
         """Is there time for one more candidate's workers? A candidate cut off by the deadline halfway
-        through its A/B/A runs decides nothing and only costs time, so the run stops before it instead."""
+        through its A/B/A runs decides nothing and only costs time, so the run stops before it instead.
+        The estimate is the last measured candidate's worker time (the baseline's, with its deep profile,
+        says little about a candidate's), so the first candidate always starts."""
         left = deadline - trio.current_time()
-        measured = [e for e in reversed(state.experiments) if e.evaluations]
-        expected = (sum(e.worker.wall_seconds for e in measured[0].evaluations) if measured else 0.0)
-        if measured and measured[0].experiment_id == "baseline":
-            expected *= len(self.schedule)
+        measured = next((e for e in reversed(state.experiments)
+                         if e.experiment_id != "baseline" and e.evaluations), None)
+        expected = sum(e.worker.wall_seconds for e in measured.evaluations) if measured else 0.0
         if left > 0 and left >= expected:
             return True
         state.stopping_reason = "time_budget_exhausted"

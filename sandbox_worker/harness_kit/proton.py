@@ -314,7 +314,12 @@ def summarize_chrome_trace(payload_or_path: Any, *, max_scopes: int = 64) -> dic
     """Count and total the complete (`ph == "X"`) events of a Proton instrumentation trace, per scope name.
 
     Durations are in the trace's own unit (cycles for `metric_type="cycle"`); they are diagnostic only.
+    An empty file is what Proton leaves for a kernel without scope markers (seen on the H200 with the
+    unmarked example kernels): that is said plainly rather than as a JSON error.
     """
+    if isinstance(payload_or_path, (str, Path)) and Path(payload_or_path).stat().st_size == 0:
+        raise ValueError("Proton wrote an empty trace: the kernel has no proton.language scope markers "
+                         "(pl.scope / pl.enter_scope / pl.exit_scope), so there was nothing to record")
     data = _load(payload_or_path)
     events = data.get("traceEvents", []) if isinstance(data, dict) else data if isinstance(data, list) else []
     scopes: dict[str, dict[str, float]] = {}

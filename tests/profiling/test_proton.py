@@ -110,6 +110,16 @@ def test_chrome_trace_summary():
     assert summary["scopes"][0] == {"name": "load", "count": 2, "total": 40.0, "max": 30.0}
 
 
+def test_an_empty_trace_file_names_the_missing_scope_markers(tmp_path):
+    empty = tmp_path / "proton_instrumentation.chrome_trace"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="no proton.language scope markers"):
+        summarize_chrome_trace(empty)
+    full = tmp_path / "full.chrome_trace"
+    full.write_text('{"traceEvents": [{"name": "s", "ph": "X", "dur": 4, "pid": "p", "tid": "t"}]}')
+    assert summarize_chrome_trace(full)["events"] == 1
+
+
 def test_instrumentation_rejects_granularities_other_than_warp(tmp_path):
     for granularity in ("warp_group", "cta", "warp_2"):
         with pytest.raises(ValueError, match="warp"):
