@@ -274,3 +274,13 @@ def test_a_pair_that_regressed_is_not_proposed_again_and_no_pair_without_evidenc
     for source in run_neutral_loop(EXAMPLE_MATMUL, limit=400):
         assert sum(a != b for a, b in zip(knob_values(EXAMPLE_MATMUL).values(), knob_values(source).values(),
                                           strict=True)) == 1
+
+
+def test_low_sm_and_memory_use_grows_the_block():
+    # vector_add n64M on the H200 with 64-element blocks: SM 25 %, DRAM 26 %, occupancy 41 %
+    starved = evaluation("incumbent", {"large": 636.3},
+                         {"large": {"ncu": {"duration_us": 633.8, "dram_throughput_pct": 26.0, "sm_throughput_pct": 25.3,
+                                            "achieved_occupancy_pct": 40.7, "registers_per_thread": 16}}})
+    proposal = trio.run(TuneProvider().propose, context(incumbent=starved))
+    assert block_size(proposal.source) == 128
+    assert "synchronization" in proposal.metadata.evidence
