@@ -11,6 +11,8 @@ the test is a two-level bootstrap of the weighted mean log speedup:
   runs is degenerate; the floor keeps one run per side from looking noise-free, and the observed spread
   widens the interval when the incumbent disagrees with itself. A run's shift is shared by all its cases:
   drift is process-wide and does not average out over cases.
+  Once the run has learnt the between-run sd from repeated sources (`learned_sd`, pooled and t-inflated by
+  `policy.noise_from_history`), the shift is drawn from N(0, max(noise_floor, learned_sd)²) instead.
 The bootstrap gives the shape of the noise, the point estimate its centre; the lower bound is the
 (1 - confidence) quantile and the gain is above noise when it exceeds 1.0. On simulated H200 noise (drift
 0.2 %, CV 1 %, A/B/A, 5000 trials) A/A was above noise in 0.5 % of trials (promoted at 1.01: 0.1 %), a 2 % gain
