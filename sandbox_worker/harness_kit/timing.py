@@ -13,10 +13,11 @@ here follow `reference/peers.md` §3a and §4:
   samples then include that work (see `_stream_escape`);
 - warm-up is time-based (`warmup_seconds`, at least a few calls) and uses the very same loop as the
   timed samples, so "warm-up detection" (#7) gains nothing. The first measurement on a device in a
-  process warms for at least `settle_seconds` (0.5 s): in the H200 measurement study the first ~0.25 s
-  of sustained load after a process started ran a 1.4 ms matmul 0.8-1.4 % slower than the rest of the
-  process, and every evaluation is a fresh worker process, so without it every run would be timed on
-  that ramp and its run-to-run scatter would be the noise the promotion test has to beat;
+  process warms for at least `settle_seconds` (0.5 s): on the H200 an idle GPU sits at 345 MHz, and after
+  idling a 1.4 ms matmul ran 3.6 % slow in its first 100 ms of load (within 0.16 % after that); in the
+  measurement study each process's first runs were about 1 % slower than its later ones. Every
+  evaluation is a fresh worker that has just compiled, so without it every run would be timed on that
+  ramp and its run-to-run scatter would be the noise the promotion test has to beat (docs/measurement.md);
 - sampling is adaptive: at least `repetitions` samples (the orchestrator's lower bound), then stop when
   the relative standard error of the mean is under `target_rse` (nvbench's 0.5 %) or `budget_seconds`
   of sampling is spent, never more than `max_samples`;
