@@ -228,6 +228,15 @@ def test_events_mode_flushes_twice_the_l2_and_returns_microseconds():
 
 
 @needs_cuda
+def test_only_the_first_measurement_on_a_device_in_a_process_settles(monkeypatch):
+    monkeypatch.setattr(timing, "_settled_devices", set())
+    first = timing.measure(cuda_add(1 << 20), repetitions=5, mode="events", budget_seconds=0.1, settle_seconds=0.3)
+    second = timing.measure(cuda_add(1 << 20), repetitions=5, mode="events", budget_seconds=0.1, settle_seconds=0.3)
+    assert first["metrics"]["warmup_seconds"] >= 0.3
+    assert second["metrics"]["warmup_seconds"] < 0.2
+
+
+@needs_cuda
 def test_auto_picks_cuda_graph_for_short_kernels_and_events_for_long_ones():
     short = timing.measure(cuda_add(1 << 12), repetitions=20, budget_seconds=0.5)
     long = timing.measure(cuda_add(1 << 26), repetitions=20, budget_seconds=0.5)
