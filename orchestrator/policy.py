@@ -84,8 +84,9 @@ def compare_cases(cases: Sequence[Case], candidates: Sequence[Evaluation],
         incumbent_medians = [m.stats.median for e in incumbents if (m := e.case(case.case_id)) and m.stats]
         incumbent_cvs = [m.stats.cv for e in incumbents if (m := e.case(case.case_id)) and m.stats]
         incumbent_median = _geomean(incumbent_medians) if incumbent_medians else None
-        complete = all(m is not None and m.stats for m in measured)
-        correct = all(m.correct for m in measured if m is not None) if all(m is not None for m in measured) else None
+        present = all(m is not None for m in measured)
+        complete = present and all(m.stats for m in measured)
+        correct = all(m.correct for m in measured) if present else None
         candidate_median = _geomean([m.stats.median for m in measured]) if complete else None
         speedup = incumbent_median / candidate_median if incumbent_median and candidate_median and correct else None
         rows.append(CaseComparison(

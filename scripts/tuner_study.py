@@ -32,7 +32,7 @@ GRID = {"block": (64, 128, 256, 512, 1024, 2048, 4096), "tile": (32, 64, 128, 25
 
 
 def main() -> int:
-    from orchestrator.providers.tune import apply_knob, find_knobs
+    from orchestrator.providers.tune import apply_knobs, find_knobs
     from sandbox_worker.harness_kit import context
 
     parser = argparse.ArgumentParser()
@@ -79,10 +79,7 @@ def main() -> int:
         grid = [values for values in grid if smem_kib(values) <= args.skip_smem_over]
 
     def configured(values) -> str:
-        text = source
-        for knob, value in zip(knobs, values, strict=True):
-            text = apply_knob(text, next(k for k in find_knobs(text) if k.key == knob.key), value)
-        return text
+        return apply_knobs(source, {knob.key: value for knob, value in zip(knobs, values, strict=True)})
 
     def measure(text: str, *, time_it: bool = True) -> float | None:
         context.set_command_context(seed=random.randrange(2**31), phase="verify")

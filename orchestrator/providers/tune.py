@@ -169,6 +169,13 @@ def apply_knob(source: str, knob: Knob, value: int) -> str:
     return "".join(lines)
 
 
+def apply_knobs(source: str, values_by_key: dict[str, int]) -> str:
+    """Set several knobs (by key); each edit re-finds its knob, since an earlier one can move its columns."""
+    for key, value in values_by_key.items():
+        source = apply_knob(source, next(k for k in find_knobs(source) if k.key == key), value)
+    return source
+
+
 def knob_configuration(knobs: Iterable[Knob]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((knob.key, knob.value) for knob in knobs))
 
@@ -278,6 +285,11 @@ def pair_key(knob_key: str, warps_key: str) -> str:
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _excluded(context: ProposalContext, source: str) -> bool:
+    """The run (or a prior run) has already measured or excluded this exact or normalized source."""
+    return bool({_sha256(source), normalized_digest(source)} & context.excluded_digests)
 
 
 def _outcome(record: ExperimentRecord) -> str:
@@ -406,9 +418,8 @@ class TuneProvider:
             configuration = tuple(sorted({**incumbent, knob.key: value, warps.key: more_warps}.items()))
             if configuration in lessons.tried:
                 continue
-            grown = apply_knob(context.incumbent_source, knob, value)
-            source = apply_knob(grown, next(k for k in find_knobs(grown) if k.key == warps.key), more_warps)
-            if {_sha256(source), normalized_digest(source)} & context.excluded_digests:
+            source = apply_knobs(context.incumbent_source, {knob.key: value, warps.key: more_warps})
+            if _excluded(context, source):
                 continue
             score = preferences.get((knob.kind, UP), 0.1) + 1.0 + (3.0 if side in lessons.helped else 0.0)
             moves.append(_Move(score, order, knob, UP, value, source, configuration, paired=(warps, more_warps)))
@@ -427,7 +438,7 @@ class TuneProvider:
             if configuration in lessons.tried:
                 continue
             source = apply_knob(context.incumbent_source, knob, value)
-            if {_sha256(source), normalized_digest(source)} & context.excluded_digests:
+            if _excluded(context, source):
                 continue
             found += 1
             yield value, source, configuration
