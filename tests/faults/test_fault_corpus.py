@@ -177,13 +177,28 @@ def test_triton_cache_poisoning_outside_its_own_cache_is_blocked(tmp_path):
     marker = f"tlx-poison-{uuid.uuid4().hex}"
     targets = [Path(pwd.getpwuid(os.getuid()).pw_dir) / ".triton" / "cache" / marker,
                Path("/tmp/triton_cache_poison") / marker]
+    # os.makedirs creates missing parents first, so the first write the candidate attempts (and the one the
+    # reason names) is the first missing directory on the way: ~/.triton on a fresh machine, the marker
+    # directory itself where ~/.triton/cache already exists.
+    first_attempt = first_missing_directory(targets[0])
     try:
         run = run_fault(tmp_path, "triton_cache_poison", substitutions={"__MARKER__": marker})
         assert [t for t in targets if t.exists()] == []
     finally:
         for target in targets:
             shutil.rmtree(target, ignore_errors=True)
-    assert_contained(run, "sandbox_violation", "verify (case n256): sandbox violation", f"{marker}")
+    assert_contained(run, "sandbox_violation", "verify (case n256): sandbox violation",
+                     f"mkdir {first_attempt}")
+
+
+def first_missing_directory(path: Path) -> Path:
+    """The outermost directory on the way to `path` that does not exist yet (`path` itself if only it is missing)."""
+    missing = path
+    for parent in path.parents:
+        if parent.exists():
+            return missing
+        missing = parent
+    return missing
 
 
 @pytest.mark.timeout(240)
