@@ -22,9 +22,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from sandbox_worker import isolation
 from sandbox_worker.channel import Channel, ChannelClosed
 from sandbox_worker.harness_kit import context
+from sandbox_worker.isolation import layers as isolation
 
 PROTOCOL_VERSION = 1
 MAX_TEXT = 20_000

@@ -7,7 +7,7 @@ five variants through the example's own harness (`benchmark`, i.e. the harness_k
   T2, T3, T5  the kernel followed by a GPU spin (`torch.cuda._sleep`) calibrated to add 2 %, 3 %, 5 %
   of its time: an incumbent carrying known extra work, whose removal (candidate A) is a true gain.
 Trials then take A/B/A triples of runs from different processes, exactly as the agent schedules them,
-and apply the agent's promotion decision (`orchestrator.policy.decide`: correctness, min speedup, CV,
+and apply the agent's promotion decision (`orchestrator.decision.gates.decide`: correctness, min speedup, CV,
 and the statistical test). Runs are real; trials are drawn from them (the report says how many).
 
   python3 scripts/measurement_study.py --out DIR [--examples vector_add softmax matmul] [--processes 3]
@@ -94,7 +94,7 @@ def measure_process(example: str, index: int, blocks: int, budget: float, out: P
 
 
 def evaluation(label: str, case, samples):
-    from orchestrator.statistics import sample_stats
+    from orchestrator.decision.statistics import sample_stats
     from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus
 
     measured = CaseMeasurement(case_id=case.case_id, protected=True, weight=1.0, correct=True,
@@ -109,8 +109,8 @@ def trial(case, candidate_pool: list[dict], incumbent_pool: list[dict], between,
     verdict and the runs used on each side."""
     import trio
 
-    from orchestrator.confirmation import confirm_until_decided
-    from orchestrator.policy import decide
+    from orchestrator.decision.confirmation import confirm_until_decided
+    from orchestrator.decision.gates import decide
 
     incumbents = rng.sample(incumbent_pool, 2)
     candidates = [rng.choice([r for r in candidate_pool if r["process"] not in {i["process"] for i in incumbents}]
@@ -144,7 +144,7 @@ def analyse(measurements: list[dict], trials: int, seed: int, *, learn_noise: bo
     With `learn_noise`, the test's noise is what the agent learns in a run: the pooled between-run spread
     of the incumbent's repeated runs (here all of the incumbent variant's runs, from every process),
     t-inflated; without it, the fixed 0.2 % floor combined with each trial's own spread."""
-    from orchestrator.policy import BetweenRunNoise, noise_from_history
+    from orchestrator.decision.gates import BetweenRunNoise, noise_from_history
     from protocol.bundle import Budget, Case
 
     budget = Budget()

@@ -8,9 +8,9 @@ import random
 import pytest
 import trio
 
-from orchestrator.confirmation import confirm_until_decided
-from orchestrator.policy import BetweenRunNoise, decide, needs_confirmation, noise_from_history
-from orchestrator.statistics import sample_stats
+from orchestrator.decision.confirmation import confirm_until_decided
+from orchestrator.decision.gates import BetweenRunNoise, decide, needs_confirmation, noise_from_history
+from orchestrator.decision.statistics import sample_stats
 from protocol.bundle import Budget, Case
 from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus
 

@@ -7,9 +7,13 @@ from statistics import NormalDist
 
 import pytest
 
-from orchestrator.policy import DEFAULT_NOISE_FLOOR, BetweenRunNoise, noise_from_history
-from orchestrator.promotion import promotion_test
-from orchestrator.statistics import pooled_between_run_sd, student_t_quantile, student_t_two_sided_mass
+from orchestrator.decision.bootstrap import promotion_test
+from orchestrator.decision.gates import DEFAULT_NOISE_FLOOR, BetweenRunNoise, noise_from_history
+from orchestrator.decision.statistics import (
+    pooled_between_run_sd,
+    student_t_quantile,
+    student_t_two_sided_mass,
+)
 
 
 def test_pooled_sd_of_log_medians_known_values():

@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.worker_process import ProtocolViolation, parse_event
+from orchestrator.worker.process import ProtocolViolation, parse_event
 from protocol.worker import (
     PROTOCOL_VERSION,
     WORKER_COMMAND_ADAPTER,

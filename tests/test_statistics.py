@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.statistics import geometric_mean, percentile, sample_stats, weighted_geomean
+from orchestrator.decision.statistics import geometric_mean, percentile, sample_stats, weighted_geomean
 
 
 def test_sample_stats_of_five_known_samples() -> None:

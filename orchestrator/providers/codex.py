@@ -23,7 +23,6 @@ from pathlib import Path
 import psutil
 import trio
 
-from orchestrator.process_tree import descendants
 from orchestrator.providers.base import Proposal, ProposalContext, ProposalError, ProviderConfigError
 from orchestrator.providers.contract import (
     METADATA_KEYS,
@@ -33,6 +32,7 @@ from orchestrator.providers.contract import (
     validate_proposal,
 )
 from orchestrator.providers.evidence import build_prompt, evidence_terms, one_line, redact_secrets
+from orchestrator.worker.process_tree import descendants
 
 CANDIDATE_FILE = "candidate.py"
 ORIGINAL_FILE = "original.py"

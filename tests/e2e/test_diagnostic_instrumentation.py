@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.policy import decide
+from orchestrator.decision.gates import decide
 from protocol.bundle import Budget, Case
 from protocol.profile import ProfileRequest
 from protocol.results import Evaluation, EvaluationStatus

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from orchestrator.evaluation import EvaluationPlan, run_evaluation
-from orchestrator.worker_process import (
+from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
+from orchestrator.worker.process import (
     ProtocolViolation,
     SpawnedWorker,
     SubprocessSpawner,

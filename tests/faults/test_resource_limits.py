@@ -7,8 +7,8 @@ import os
 import pytest
 import trio
 
-from orchestrator.evaluation import EvaluationPlan, run_evaluation
-from orchestrator.worker_process import SubprocessSpawner
+from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
+from orchestrator.worker.process import SubprocessSpawner
 from protocol.bundle import load_cases_file, load_target_file
 from protocol.results import Evaluation
 from protocol.worker import IsolationConfig

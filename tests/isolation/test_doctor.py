@@ -6,7 +6,7 @@ import sys
 
 import trio
 
-from orchestrator import doctor
+from orchestrator.worker import doctor
 
 LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
 

@@ -42,7 +42,7 @@ KERNEL_SCRIPT = textwrap.dedent("""
 # Applies the layers (all, or all but `skip`), then runs the kernel in-process and, optionally, under ncu.
 CHILD = textwrap.dedent("""
     import errno, json, os, subprocess, sys, time
-    from sandbox_worker import isolation
+    from sandbox_worker.isolation import layers as isolation
     config, ncu, skip = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3].split(",")
     if skip == [""]:
         statuses = isolation.apply_layers(config)

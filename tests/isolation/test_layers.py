@@ -23,7 +23,8 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PRELUDE = textwrap.dedent("""
     import ctypes, errno, json, os, resource, socket, subprocess, sys, threading
-    from sandbox_worker import isolation, syscalls
+    from sandbox_worker.isolation import layers as isolation
+    from sandbox_worker.isolation import syscalls
     config = json.loads(sys.argv[1])
     args = json.loads(sys.argv[2])
     result = {}
@@ -158,7 +159,7 @@ def test_rlimits_read_back_as_configured_and_address_space_is_untouched(sandbox_
 
 
 def test_unset_data_limit_gets_the_default(sandbox_dirs: dict[str, Path]) -> None:
-    from sandbox_worker.rlimits import DEFAULT_DATA_LIMIT_BYTES
+    from sandbox_worker.isolation.rlimits import DEFAULT_DATA_LIMIT_BYTES
 
     result = run_child("""
         result['statuses'] = isolation.apply_layers(config)
@@ -272,7 +273,7 @@ def test_a_kernel_without_landlock_or_userns_is_reported_not_raised(sandbox_dirs
     """Simulate such a kernel: a filter makes landlock_create_ruleset ENOSYS and unshare EPERM."""
     result = run_child("""
         import errno as E
-        from sandbox_worker import seccomp
+        from sandbox_worker.isolation import seccomp
         seccomp.install([
             seccomp.Rule(syscalls.syscall_number('landlock_create_ruleset'), seccomp.errno_action(E.ENOSYS)),
             seccomp.Rule(syscalls.syscall_number('unshare'), seccomp.errno_action(E.EPERM)),

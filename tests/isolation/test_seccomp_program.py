@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from sandbox_worker import seccomp, syscalls
+from sandbox_worker.isolation import seccomp, syscalls
 
 ARCH = syscalls.AUDIT_ARCH_X86_64
 NUMBERS = {"socket": 41, "clone": 56, "ptrace": 101, "read": 0}

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.profiling_policy import format_profile_for_log, profile_deltas  # noqa: E402
+from orchestrator.decision.profile_rules import format_profile_for_log, profile_deltas  # noqa: E402
 from sandbox_worker.harness_kit import context, proton  # noqa: E402
 from sandbox_worker.harness_kit.loader import load_kernel_module  # noqa: E402
 

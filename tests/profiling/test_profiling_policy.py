@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.profiling_policy import (
+from orchestrator.decision.profile_rules import (
     deep_profile_reasons,
     format_profile_for_log,
     kernel_speedups,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.prior_run import PriorRunError, load_prior_run
 from orchestrator.providers.base import ProposalError
 from orchestrator.providers.evidence import (
     MAX_PRIOR_EVIDENCE,
@@ -18,6 +17,7 @@ from orchestrator.providers.evidence import (
     exclusion_list,
     redact_secrets,
 )
+from orchestrator.run.prior_run import PriorRunError, load_prior_run
 from orchestrator.source_digest import normalized_digest
 from protocol.results import CaseComparison, DecisionStatus, EvaluationStatus
 from tests.providers.conftest import VECTOR_ADD, context, evaluation, record

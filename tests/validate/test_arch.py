@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import arch
+from orchestrator.bundle import arch
 from protocol.bundle import Target
 
 CUDA_TARGET = Target(backend="cuda", architecture="H200", device="cuda:0")

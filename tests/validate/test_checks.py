@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.statistics import sample_stats
-from orchestrator.validate import (
+from orchestrator.decision.statistics import sample_stats
+from orchestrator.preflight.validate import (
     check_incorrect_rejected,
     check_invalid_rejected,
     check_profile,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.init_bundle import read_entry, render_harness
+from orchestrator.bundle.init_bundle import read_entry, render_harness
 from protocol.bundle import BundleError, load_cases_file, load_target_file
 from tests.conftest import PROJECT_ROOT, run_cli
 

@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from orchestrator.negative_variants import (
+from orchestrator.preflight.negative_variants import (
     NegativeVariantError,
     incorrect_variant,
     invalid_variant,

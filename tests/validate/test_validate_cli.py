@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.bundle import sha256_file
+from orchestrator.bundle.inputs import sha256_file
 from tests.conftest import run_cli
 from tests.validate import (
     BUILD_ACCEPTS_INVALID_SOURCE,

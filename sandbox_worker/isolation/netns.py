@@ -19,7 +19,7 @@ import socket
 import struct
 import threading
 
-from sandbox_worker import syscalls
+from sandbox_worker.isolation import syscalls
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from orchestrator import profiling_policy
-from orchestrator.live_log import quote
+from orchestrator.decision import profile_rules as profiling_policy
+from orchestrator.run.ledger.live_log import quote
 from protocol.results import (
     CandidateMetadata,
     CaseReport,

@@ -8,22 +8,21 @@ from pathlib import Path
 import trio
 from pydantic import ValidationError
 
-from orchestrator.artifacts import OutputDirError, RunArtifacts, prepare_output_dir, write_json
-from orchestrator.bundle import load_inputs, merge_budget
-from orchestrator.cli import EXIT_ERROR, EXIT_INTERRUPTED, emit, fail
-from orchestrator.commit_step import CommitStep
-from orchestrator.config import RunConfig
-from orchestrator.live_log import LiveLog
+from orchestrator.bundle.inputs import load_inputs, merge_budget
+from orchestrator.cli.output import emit, fail
+from orchestrator.preflight.validate import optimize_builtin, optimize_preflight
 from orchestrator.providers.base import ProviderConfigError
 from orchestrator.providers.factory import create_provider
-from orchestrator.run_loop import OptimizationRun, RunAborted
-from orchestrator.validate import optimize_builtin, optimize_preflight
+from orchestrator.run.commit_step import CommitStep
+from orchestrator.run.config import RunConfig
+from orchestrator.run.ledger.artifacts import OutputDirError, RunArtifacts, prepare_output_dir, write_json
+from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.run.loop import OptimizationRun, RunAborted
 from orchestrator.vcs import VcsError
 from protocol.bundle import BundleError, describe_validation_error
+from protocol.outcome import ExitCode
 
 MAX_CONFIRM_PAIRS = 4  # each pair is two more fresh workers
-
-EXIT_COMMIT_FAILED = 3
 
 
 def _absolute(path: Path | None) -> Path | None:
@@ -76,7 +75,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
         config.budget = merge_budget(config.extra["cli_budget"], inputs.budget_overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise BundleError(describe_validation_error(Path("command line"), exc)) from None
-    from orchestrator.promotion import measurement_schedule
+    from orchestrator.decision.bootstrap import measurement_schedule
 
     try:
         measurement_schedule(config.schedule)
@@ -87,7 +86,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     prior_digests: frozenset[str] = frozenset()
     prior_evidence: tuple[dict, ...] = ()
     if config.prior_run is not None:
-        from orchestrator.prior_run import load_prior_run
+        from orchestrator.run.prior_run import load_prior_run
 
         try:
             prior = load_prior_run(config.prior_run)
@@ -112,7 +111,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
         log.close()
         return fail(preflight_failure, output_dir=str(output_dir))
     if config.isolation != "off":
-        from orchestrator.doctor import probe_isolation_sync, strict_refusals
+        from orchestrator.worker.doctor import probe_isolation_sync, strict_refusals
 
         layers = probe_isolation_sync(config.worker_python, config.isolation)
         config.extra["isolation_layers"] = layers
@@ -141,13 +140,13 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
         log.close()
         return fail(exc.message, exc.exit_code, output_dir=str(output_dir), stopping_reason=exc.stopping_reason)
     except VcsError as exc:
-        artifacts.journal("run_aborted", message=str(exc), exit_code=EXIT_COMMIT_FAILED)
+        artifacts.journal("run_aborted", message=str(exc), exit_code=ExitCode.COMMIT_FAILED)
         log.close()
-        return fail(f"cannot prepare commits: {exc}", EXIT_COMMIT_FAILED, output_dir=str(output_dir))
+        return fail(f"cannot prepare commits: {exc}", ExitCode.COMMIT_FAILED, output_dir=str(output_dir))
     except KeyboardInterrupt:
         artifacts.journal("run_interrupted")
         log.close()
-        return fail("interrupted; partial artifacts are in the output directory", EXIT_INTERRUPTED,
+        return fail("interrupted; partial artifacts are in the output directory", ExitCode.INTERRUPTED,
                     output_dir=str(output_dir), stopping_reason="interrupted")
     write_json(output_dir / "result.json", result)
     artifacts.journal("run_finished", exit_code=result.exit_code, stopping_reason=result.stopping_reason)
@@ -159,4 +158,4 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     return result.exit_code
 
 
-__all__ = ["optimize_main", "EXIT_ERROR"]
+__all__ = ["optimize_main"]

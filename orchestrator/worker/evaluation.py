@@ -20,10 +20,9 @@ from typing import Any
 
 import trio
 
-from orchestrator.process_tree import kill_tree
-from orchestrator.statistics import sample_stats
-from orchestrator.worker_env import build_worker_environment
-from orchestrator.worker_process import (
+from orchestrator.decision.statistics import sample_stats
+from orchestrator.worker.environment import build_worker_environment
+from orchestrator.worker.process import (
     OutputCapture,
     ProtocolViolation,
     Spawner,
@@ -31,6 +30,7 @@ from orchestrator.worker_process import (
     WorkerGone,
     WorkerLaunch,
 )
+from orchestrator.worker.process_tree import kill_tree
 from protocol.bundle import Case, Target
 from protocol.profile import ProfileRequest
 from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus
@@ -52,7 +52,7 @@ from protocol.worker import (
     VerifyValue,
 )
 
-PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 # An honest worker answers shutdown at once (it is waiting in recv), so a short window, granted even
 # past a nearly spent deadline, is plenty; the same bound applies to the EOF that must follow `finished`.
 SHUTDOWN_MIN_SECONDS, SHUTDOWN_MAX_SECONDS = 2.0, 5.0

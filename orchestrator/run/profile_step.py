@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from orchestrator import profiling_policy, reporting
-from orchestrator.artifacts import write_json
-from orchestrator.policy import Verdict
+from orchestrator.decision import profile_rules as profiling_policy
+from orchestrator.decision.gates import Verdict
+from orchestrator.run.ledger import reporting
+from orchestrator.run.ledger.artifacts import write_json
 from protocol.results import Evaluation, ExperimentRecord
 
 if TYPE_CHECKING:
-    from orchestrator.run_loop import Incumbent, OptimizationRun, RunState
+    from orchestrator.run.loop import Incumbent, OptimizationRun, RunState
 
 DIAGNOSTIC_LABEL = "diagnostic"
 

@@ -13,7 +13,7 @@ import os
 import stat
 from typing import Any
 
-from sandbox_worker import landlock, netns, procfs, rlimits, seccomp
+from sandbox_worker.isolation import landlock, netns, procfs, rlimits, seccomp
 
 LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
 OFF = "unavailable:isolation off"

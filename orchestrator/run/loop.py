@@ -11,19 +11,10 @@ from pathlib import Path
 
 import trio
 
-from orchestrator import profile_step, reporting
-from orchestrator.artifacts import RunArtifacts, write_json
-from orchestrator.bundle import FrozenBundle, Inputs, check_frozen, freeze_bundle
-from orchestrator.commit_step import CommitStep
-from orchestrator.config import RunConfig
-from orchestrator.confirmation import confirm_until_decided
-from orchestrator.evaluation import EvaluationPlan, run_evaluation
-from orchestrator.live_log import LiveLog
-from orchestrator.manifest import run_manifest
-from orchestrator.policy import BetweenRunNoise, Verdict, decide, noise_from_history
-from orchestrator.process_tree import become_subreaper
-from orchestrator.profile_step import DIAGNOSTIC_LABEL
-from orchestrator.promotion import measurement_schedule
+from orchestrator.bundle.inputs import FrozenBundle, Inputs, check_frozen, freeze_bundle
+from orchestrator.decision.bootstrap import measurement_schedule
+from orchestrator.decision.confirmation import confirm_until_decided
+from orchestrator.decision.gates import BetweenRunNoise, Verdict, decide, noise_from_history
 from orchestrator.providers.base import (
     CandidateProvider,
     Proposal,
@@ -31,8 +22,18 @@ from orchestrator.providers.base import (
     ProposalError,
     ProviderExhausted,
 )
+from orchestrator.run import profile_step
+from orchestrator.run.commit_step import CommitStep
+from orchestrator.run.config import RunConfig
+from orchestrator.run.ledger import reporting
+from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
+from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.run.ledger.manifest import run_manifest
+from orchestrator.run.profile_step import DIAGNOSTIC_LABEL
 from orchestrator.source_digest import normalized_digest, raw_digest
-from orchestrator.worker_process import Spawner, SubprocessSpawner
+from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
+from orchestrator.worker.process import Spawner, SubprocessSpawner
+from orchestrator.worker.process_tree import become_subreaper
 from protocol.bundle import Case
 from protocol.profile import ProfileRequest, resolve_native_profiler
 from protocol.results import (

@@ -37,22 +37,23 @@ from typing import Any
 import trio
 from pydantic import ValidationError
 
-from orchestrator import arch as arch_mod
-from orchestrator.artifacts import OutputDirError, prepare_output_dir, write_json
-from orchestrator.bundle import FrozenBundle, Inputs, freeze_bundle, load_inputs, merge_budget
-from orchestrator.bundle_lock import (
+from orchestrator.bundle import arch as arch_mod
+from orchestrator.bundle.inputs import FrozenBundle, Inputs, freeze_bundle, load_inputs, merge_budget
+from orchestrator.bundle.lock import (
     LOCK_NAME,
     BundleLock,
     CaseStability,
     CheckResult,
     lock_files,
 )
-from orchestrator.evaluation import EvaluationPlan, run_evaluation
-from orchestrator.live_log import LiveLog, quote
-from orchestrator.negative_variants import NegativeVariantError, incorrect_variant, invalid_variant
-from orchestrator.process_tree import become_subreaper
-from orchestrator.worker_process import Spawner, SubprocessSpawner
+from orchestrator.preflight.negative_variants import NegativeVariantError, incorrect_variant, invalid_variant
+from orchestrator.run.ledger.artifacts import OutputDirError, prepare_output_dir, write_json
+from orchestrator.run.ledger.live_log import LiveLog, quote
+from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
+from orchestrator.worker.process import Spawner, SubprocessSpawner
+from orchestrator.worker.process_tree import become_subreaper
 from protocol.bundle import Budget, BundleError, Case, Target, describe_validation_error
+from protocol.outcome import ExitCode
 from protocol.profile import ProfileRequest, resolve_native_profiler
 from protocol.results import Evaluation, EvaluationStatus
 from protocol.worker import IsolationConfig
@@ -304,7 +305,7 @@ class Preflight:
         base = self.work_root / "profile_artifacts" / tag
 
         def factory(case: Case) -> ProfileRequest | None:
-            from orchestrator.reporting import safe_name
+            from orchestrator.run.ledger.reporting import safe_name
 
             request = ProfileRequest(level="summary", experiment_id=tag, reason="bundle validation",
                                      artifacts_dir=str(base / safe_name(case.case_id)))
@@ -488,7 +489,7 @@ def load_validate_inputs(args: argparse.Namespace) -> tuple[Inputs, Budget]:
 
 
 def validate_main(args: argparse.Namespace, argv: list[str]) -> int:
-    from orchestrator.cli import EXIT_ERROR, EXIT_OK, emit, fail
+    from orchestrator.cli.output import emit, fail
 
     inputs, budget = load_validate_inputs(args)
     arch = resolve_arch_flag(args.arch)
@@ -521,7 +522,7 @@ def validate_main(args: argparse.Namespace, argv: list[str]) -> int:
         checks, stability, first = trio.run(preflight.run_full)
     except KeyboardInterrupt:
         log.close()
-        return fail("interrupted", 130)
+        return fail("interrupted", ExitCode.INTERRUPTED)
     lock = build_lock(inputs=inputs, bundle=bundle, settings=settings, view=view, checks=[device_check, *checks],
                       stability=stability, first=first, output_dir=output_dir, mode="validate")
     lock_path = output_dir / LOCK_NAME
@@ -532,7 +533,7 @@ def validate_main(args: argparse.Namespace, argv: list[str]) -> int:
     log.event(f"validate lock={str(lock_path)!r}")
     log.close()
     emit(lock.model_dump(mode="json"))
-    return EXIT_OK if lock.passed else EXIT_ERROR
+    return ExitCode.OK if lock.passed else ExitCode.ERROR
 
 
 def builtin_validation(inputs: Inputs, *, settings: Settings, work_root: Path, log: LiveLog,
@@ -571,8 +572,8 @@ def optimize_preflight(config: Any, inputs: Inputs) -> tuple[arch_mod.DeviceView
     Raises `BundleError` with one line naming what does not match. With a lock, records its summary in
     `config.extra["bundle_lock"]` (written to run.json).
     """
-    from orchestrator.bundle import sha256_file
-    from orchestrator.bundle_lock import load_lock, lock_summary, match_lock
+    from orchestrator.bundle.inputs import sha256_file
+    from orchestrator.bundle.lock import load_lock, lock_summary, match_lock
 
     arch = resolve_arch_flag(config.arch)
     if config.bundle_lock is not None and config.skip_validation:
@@ -637,7 +638,7 @@ def optimize_builtin(config: Any, inputs: Inputs, log: LiveLog, output_dir: Path
                         arch=config.arch)
     lock = builtin_validation(inputs, settings=settings, work_root=output_dir / "validation", log=log, view=view,
                               arch=arch, parent_env=dict(os.environ))
-    from orchestrator.bundle_lock import lock_summary
+    from orchestrator.bundle.lock import lock_summary
 
     config.extra["bundle_lock"] = lock_summary(lock, None, None)
     if lock.passed:

@@ -9,15 +9,15 @@ every check passed, 1 otherwise (the failed checks are named on stderr and in th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
+from orchestrator.cli.output import emit, fail
 from protocol.bundle import Budget, BundleError
+from protocol.outcome import ExitCode
 
-EXIT_OK, EXIT_ERROR, EXIT_NO_WINNER, EXIT_COMMIT_FAILED, EXIT_HUMAN, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 SUBCOMMANDS = ("optimize", "validate", "init-bundle", "schema", "doctor")
 
 
@@ -146,25 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def emit(document: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    sys.stdout.flush()
-
-
-def fail(message: str, exit_code: int = EXIT_ERROR, **extra: Any) -> int:
-    sys.stderr.write(f"[tlx-agent] error: {message}\n")
-    emit({"success": False, "exit_code": exit_code, "error": message, **extra})
-    return exit_code
-
-
 def doctor_command(args: argparse.Namespace) -> int:
     """Probe the isolation layers in a real child process; stdout JSON, stderr the readable table."""
-    from orchestrator.doctor import format_doctor_report, probe_isolation_sync, strict_refusals
+    from orchestrator.worker.doctor import format_doctor_report, probe_isolation_sync, strict_refusals
 
     statuses = probe_isolation_sync(args.worker_python, args.isolation)
     sys.stderr.write(format_doctor_report(statuses) + "\n")
     emit({"isolation_mode": args.isolation, "layers": statuses, "strict_ok": not strict_refusals(statuses)})
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,29 +170,25 @@ def main(argv: list[str] | None = None) -> int:
             from protocol.schema import all_schemas
 
             emit(all_schemas())
-            return EXIT_OK
+            return ExitCode.OK
         if args.command == "doctor":
             return doctor_command(args)
         if args.command == "validate":
-            from orchestrator.validate import validate_main
+            from orchestrator.preflight.validate import validate_main
 
             return validate_main(args, argv)
         if args.command == "init-bundle":
-            from orchestrator.init_bundle import init_bundle_main
+            from orchestrator.bundle.init_bundle import init_bundle_main
 
             return init_bundle_main(args)
-        from orchestrator.optimize import optimize_main
+        from orchestrator.cli.optimize import optimize_main
 
         return optimize_main(args, argv)
     except KeyboardInterrupt:
-        return fail("interrupted", EXIT_INTERRUPTED)
+        return fail("interrupted", ExitCode.INTERRUPTED)
     except BundleError as exc:
         return fail(str(exc))
     except Exception as exc:  # noqa: BLE001 - last resort: one line, traceback only with --debug
         if debug:
             traceback.print_exc()
         return fail(f"internal error: {type(exc).__name__}: {exc}" + ("" if debug else " (rerun with --debug)"))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

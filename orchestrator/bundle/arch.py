@@ -143,8 +143,8 @@ def _device_index(target: Target) -> int:
 def run_probe(worker_python: str, target: Target, parent_env: Mapping[str, str]) -> dict[str, object]:
     """Ask the worker's interpreter, under the worker's environment rules plus the target's environment,
     which torch and which GPU it sees."""
-    from orchestrator.evaluation import PROJECT_ROOT
-    from orchestrator.worker_env import build_worker_environment
+    from orchestrator.worker.environment import build_worker_environment
+    from orchestrator.worker.evaluation import PROJECT_ROOT
 
     with tempfile.TemporaryDirectory(prefix="tlx-agent-probe-") as scratch:
         scratch_path = Path(scratch)

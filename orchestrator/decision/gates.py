@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from orchestrator.promotion import PromotionTest, promotion_test
-from orchestrator.statistics import pooled_between_run_sd, student_t_quantile, weighted_geomean
+from orchestrator.decision.bootstrap import PromotionTest, promotion_test
+from orchestrator.decision.statistics import pooled_between_run_sd, student_t_quantile, weighted_geomean
 from protocol.bundle import Budget, Case
 from protocol.results import CaseComparison, Decision, DecisionStatus, Evaluation, EvaluationStatus
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from orchestrator.arch import lookup
-from orchestrator.bundle import parse_python
-from orchestrator.negative_variants import is_kernel_function
+from orchestrator.bundle.arch import lookup
+from orchestrator.bundle.inputs import parse_python
+from orchestrator.preflight.negative_variants import is_kernel_function
 from protocol.bundle import BundleError
+from protocol.outcome import ExitCode
 
 SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "complex"})
 OUTPUT_NAMES = frozenset({"out", "output", "result", "dst", "dest"})
@@ -291,8 +292,8 @@ def render_cases(kind: str, backend: str) -> list[dict[str, object]]:
 
 
 def init_bundle_main(args: argparse.Namespace) -> int:
-    from orchestrator.cli import EXIT_OK, emit
-    from orchestrator.live_log import LiveLog
+    from orchestrator.cli.output import emit
+    from orchestrator.run.ledger.live_log import LiveLog
 
     kernel = args.kernel.expanduser().resolve()
     out = args.out.expanduser().resolve()
@@ -330,8 +331,8 @@ def init_bundle_main(args: argparse.Namespace) -> int:
     log.event(f"init-bundle entry={signature.name} kind={args.kind} backend={args.backend} inputs={signature.inputs} "
               f"outputs={signature.outputs} main_scope={signature.main_scope} out={str(out)!r}")
     log.event("init-bundle next: edit the TODOs in harness.py, then run: " + shlex.join(command))
-    emit({"success": True, "exit_code": EXIT_OK, "bundle_dir": str(out),
+    emit({"success": True, "exit_code": int(ExitCode.OK), "bundle_dir": str(out),
           "files": {name: str(path) for name, path in files.items()}, "entry": signature.name, "kind": args.kind,
           "backend": args.backend, "inputs": signature.inputs, "outputs": signature.outputs,
           "main_scope": signature.main_scope, "validate_command": command})
-    return EXIT_OK
+    return ExitCode.OK

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from sandbox_worker import syscalls
+from sandbox_worker.isolation import syscalls
 
 CLONE_NEWNS = 0x00020000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8

@@ -21,7 +21,7 @@ import ctypes
 import errno
 from dataclasses import dataclass
 
-from sandbox_worker import syscalls
+from sandbox_worker.isolation import syscalls
 
 SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_MODE_FILTER = 2

@@ -7,8 +7,8 @@ import platform
 import time
 from typing import Any
 
-from orchestrator.bundle import FrozenBundle, Inputs
-from orchestrator.config import RunConfig
+from orchestrator.bundle.inputs import FrozenBundle, Inputs
+from orchestrator.run.config import RunConfig
 
 VERSIONED_PACKAGES = ("trio", "pydantic", "psutil", "numpy", "torch", "triton", "openai", "GitPython")
 

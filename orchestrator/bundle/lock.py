@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from orchestrator.bundle import Inputs, sha256_file
+from orchestrator.bundle.inputs import Inputs, sha256_file
 from protocol.base import StrictModel
 from protocol.bundle import BundleError, describe_validation_error
 

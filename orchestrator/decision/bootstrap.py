@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from orchestrator.statistics import geometric_mean, weighted_geomean
+from orchestrator.decision.statistics import geometric_mean, weighted_geomean
 from protocol.base import StrictModel
 
 SIDE_NAMES = {"a": "incumbent", "b": "candidate"}

@@ -16,7 +16,7 @@ import ctypes
 import os
 from collections.abc import Iterable
 
-from sandbox_worker import syscalls
+from sandbox_worker.isolation import syscalls
 
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1

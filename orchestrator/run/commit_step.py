@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from orchestrator.artifacts import RunArtifacts, write_json
-from orchestrator.live_log import LiveLog
+from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
+from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.vcs import (
     CommitSession,
     PerformanceRow,
@@ -24,8 +24,8 @@ from orchestrator.vcs import (
 from protocol.results import CommitRecord, EvaluationStatus, ExperimentRecord
 
 if TYPE_CHECKING:
-    from orchestrator.config import RunConfig
-    from orchestrator.run_loop import OptimizationRun, RunState
+    from orchestrator.run.config import RunConfig
+    from orchestrator.run.loop import OptimizationRun, RunState
 
 
 class CommitStep:

@@ -1,4 +1,4 @@
-"""`python -m sandbox_worker.isolation_probe`: apply the isolation layers, then try to break each one.
+"""`python -m sandbox_worker.isolation.probe`: apply the isolation layers, then try to break each one.
 
 `tlx-agent doctor` starts this in a child process, exactly as a worker would be started, because a
 layer that *loads* is not yet a layer that *works*: the probe connects to a listener the parent opened in
@@ -24,7 +24,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sandbox_worker import isolation, landlock, netns, rlimits, seccomp, syscalls
+from sandbox_worker.isolation import landlock, netns, rlimits, seccomp, syscalls
+from sandbox_worker.isolation import layers as isolation
 
 DENIED = (errno.EACCES, errno.EPERM)
 PTRACE_PEEKDATA = 2
@@ -232,7 +233,7 @@ def run(config: dict[str, Any], port: int | None, outside: str | None) -> dict[s
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m sandbox_worker.isolation_probe")
+    parser = argparse.ArgumentParser(prog="python -m sandbox_worker.isolation.probe")
     parser.add_argument("--mode", choices=("strict", "standard", "off"), default="standard")
     parser.add_argument("--scratch", required=True, help="the worker scratch dir (writable)")
     parser.add_argument("--writable", action="append", default=[], help="another writable dir")

@@ -1,6 +1,6 @@
 """`tlx-agent doctor`: which isolation layers actually work on this machine, for this worker Python.
 
-The answer comes from a real child (`python -m sandbox_worker.isolation_probe`) started the way a worker is
+The answer comes from a real child (`python -m sandbox_worker.isolation.probe`) started the way a worker is
 (new session, stdin /dev/null, scrubbed environment, its own scratch), because whether user namespaces,
 Landlock or seccomp work depends on the kernel, the container runtime and the interpreter, not on this
 process. The parent opens a TCP listener in its own network namespace and a directory outside the
@@ -21,10 +21,10 @@ from typing import Any
 import trio
 
 import sandbox_worker
-from sandbox_worker.netns import listen_on_loopback
+from sandbox_worker.isolation.netns import listen_on_loopback
 
 LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
-PROBE_MODULE = "sandbox_worker.isolation_probe"
+PROBE_MODULE = "sandbox_worker.isolation.probe"
 PROBE_TIMEOUT_SECONDS = 60.0
 _STDERR_TAIL = 2000
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from orchestrator.policy import Verdict, needs_confirmation
+from orchestrator.decision.gates import Verdict, needs_confirmation
 
 
 async def confirm_until_decided(

@@ -1,0 +1,21 @@
+"""What a subcommand prints: exactly one JSON document on stdout, and a one-line error on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from protocol.outcome import ExitCode
+
+
+def emit(document: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, exit_code: int = ExitCode.ERROR, **extra: Any) -> int:
+    """Report a failure the user can act on: one stderr line, the error document on stdout; returns the code."""
+    sys.stderr.write(f"[tlx-agent] error: {message}\n")
+    emit({"success": False, "exit_code": int(exit_code), "error": message, **extra})
+    return int(exit_code)

@@ -1,0 +1,32 @@
+"""How a command ends: its exit code and, for a run, why it stopped. One home for both contracts."""
+
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes of every `tlx-agent` subcommand (also the `exit_code` field of result.json)."""
+
+    OK = 0  # optimize: a winner was promoted and survived revalidation; validate/init-bundle: all checks passed
+    ERROR = 1  # invalid input or internal error; one message names what to fix
+    NO_WINNER = 2  # the run finished without a qualifying winner
+    COMMIT_FAILED = 3  # a promotion or rollback commit failed
+    HUMAN_REVIEW = 4  # a candidate was caught lying about its work or speed: a person should look
+    INTERRUPTED = 130  # Ctrl-C / SIGINT
+
+
+class StoppingReason(str, Enum):
+    """Why a run stopped asking for candidates (or ended early)."""
+
+    ROUND_BUDGET_EXHAUSTED = "round_budget_exhausted"
+    TIME_BUDGET_EXHAUSTED = "time_budget_exhausted"
+    PROVIDER_EXHAUSTED = "provider_exhausted"
+    FINALIST_REVALIDATION_FAILED = "finalist_revalidation_failed"
+    PROMOTION_COMMIT_FAILED = "promotion_commit_failed"
+    ROLLBACK_COMMIT_FAILED = "rollback_commit_failed"
+    HUMAN_REVIEW_REQUESTED = "human_review_requested"
+    INTERRUPTED = "interrupted"
+    BUNDLE_TAMPERED = "bundle_tampered"
+    BASELINE_FAILED = "baseline_failed"
+    PREFLIGHT_FAILED = "preflight_failed"
