@@ -4,35 +4,102 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import platform
+import socket
+import subprocess
+import sys
 
 import pytest
 from pydantic import ValidationError
 
+from orchestrator.worker.environment import build_worker_environment
 from orchestrator.worker.process import ProtocolViolation, parse_event
 from protocol.worker import (
     PROTOCOL_VERSION,
     WORKER_COMMAND_ADAPTER,
     BenchmarkValue,
+    BuildCommand,
     BuildValue,
+    FinishedEvent,
+    HelloEvent,
     IsolationConfig,
+    ReadyEvent,
+    ReplyEvent,
     SetupCommand,
+    ShutdownCommand,
     VerifyValue,
 )
 from sandbox_worker import server
+from sandbox_worker.isolation.layers import LAYERS
+from tests.conftest import PROJECT_ROOT
+
+HARNESS_FUNCTIONS = {
+    "build": "def build(source, target):\n    return {'success': True, 'diagnostics': ''}\n",
+    "verify": "def verify(artifact, case):\n    return True\n",
+    "benchmark": "def benchmark(artifact, case, repetitions):\n    return [1.0] * repetitions\n",
+}
+
+
+def _read_event(reader, expected: type) -> object:
+    line = reader.readline()
+    assert line, "the worker closed the protocol socket"
+    event = parse_event(line.rstrip(b"\n"))
+    assert isinstance(event, expected), event
+    return event
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("profile_source", "functions", "arity"), [
+    ("def profile(artifact, case, request):\n    return {}\n", ["build", "verify", "benchmark", "profile"], 3),
+    ("def profile(artifact, case):\n    return {}\n", ["build", "verify", "benchmark", "profile"], 2),
+    ("", ["build", "verify", "benchmark"], None),
+], ids=["profile-3", "profile-2", "no-profile"])
+def test_a_real_worker_speaks_the_protocol_models(tmp_path, profile_source, functions, arity):
+    """hello, ready, a reply and finished, as `python -m sandbox_worker` sends them, parse as the orchestrator
+    parses them; nothing here copies a message by hand, so a shape that drifts from protocol.worker fails."""
+    scratch, harness, kernel = tmp_path / "scratch", tmp_path / "harness.py", tmp_path / "kernel.py"
+    harness.write_text("".join(HARNESS_FUNCTIONS.values()) + profile_source)
+    kernel.write_text("LATENCY_US = 1.0\n")
+    env, _refused = build_worker_environment(os.environ, {}, scratch=scratch, token="t",
+                                             pythonpath=str(PROJECT_ROOT))
+    scratch.mkdir()
+    parent, child = socket.socketpair()
+    with parent, parent.makefile("rb") as reader:
+        worker = subprocess.Popen([sys.executable, "-m", "sandbox_worker"],
+                                  env={**env, "TLX_PROTOCOL_FD": str(child.fileno())}, cwd=scratch,
+                                  pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        child.close()
+        try:
+            parent.settimeout(30)
+            hello = _read_event(reader, HelloEvent)
+            assert (hello.protocol_version, hello.pid, hello.python) == (
+                PROTOCOL_VERSION, worker.pid, platform.python_version())
+            setup = SetupCommand(run_id="r", experiment_id="e", harness_path=str(harness), kernel_path=str(kernel),
+                                 target={}, isolation=IsolationConfig(scratch_dir=str(scratch)))
+            for command in (setup, BuildCommand(command_id=1), ShutdownCommand()):
+                parent.sendall(command.model_dump_json().encode() + b"\n")
+            ready = _read_event(reader, ReadyEvent)
+            assert (ready.harness_functions, ready.profile_arity, set(ready.isolation)) == (
+                functions, arity, set(LAYERS))
+            assert (ready.versions, ready.device) == (
+                {"python": platform.python_version(), "torch": None, "triton": None}, None)
+            reply = _read_event(reader, ReplyEvent)
+            assert BuildValue.model_validate(reply.value) == BuildValue(success=True)
+            _read_event(reader, FinishedEvent)
+            assert worker.wait(timeout=30) == 0
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
 
 
 def _roundtrip(message: dict) -> object:
     return parse_event(json.dumps(message).encode())
 
 
-def test_worker_messages_parse():
-    assert server.PROTOCOL_VERSION == PROTOCOL_VERSION
-    _roundtrip({"kind": "hello", "protocol_version": server.PROTOCOL_VERSION, "pid": 12, "python": "3.11.7"})
-    _roundtrip({"kind": "ready", "isolation": {"stdin": "active"}, "harness_functions": ["build", "verify"],
-                "profile_arity": 3, "versions": {"python": "3.11.7", "torch": None}, "device": None,
-                "setup_seconds": 0.1})
-    _roundtrip({"kind": "reply", "command_id": 1, "value": {"success": True, "diagnostics": ""}, "seconds": 0.2})
-    _roundtrip({"kind": "finished"})
+def test_every_failure_the_worker_builds_parses():
     for exc in (ValueError("bad"), SystemExit(3), MemoryError(), OSError(errno.EACCES, "denied"),
                 OSError(errno.EFBIG, "too big")):
         for phase in ("setup", "build", "verify", "benchmark", "profile"):
