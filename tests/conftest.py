@@ -71,3 +71,18 @@ def write_candidates(directory: Path, sources: list[str], metadata: list[dict] |
 @pytest.fixture
 def out_dir(tmp_path: Path) -> Path:
     return tmp_path / "out"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How many `slow` tests ran and their setup+call+teardown time, so CI output shows what they cost."""
+    seconds: dict[str, float] = {}
+    ran: set[str] = set()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if not isinstance(report, pytest.TestReport) or "slow" not in report.keywords:
+                continue
+            seconds[report.nodeid] = seconds.get(report.nodeid, 0.0) + report.duration
+            if report.when == "call" and not report.skipped:
+                ran.add(report.nodeid)
+    total = sum(seconds[nodeid] for nodeid in ran)
+    terminalreporter.write_sep("-", f"slow tests: {len(ran)} ran, {total:.1f}s in all")
