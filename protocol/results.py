@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from protocol.base import StrictModel
+from protocol.outcome import ExitCode, StoppingReason
 
 
 class EvaluationStatus(str, Enum):
@@ -136,19 +137,6 @@ class ExperimentRecord(StrictModel):
         return next((e for e in self.evaluations if e.label == "candidate"), None)
 
 
-StoppingReason = Literal[
-    "round_budget_exhausted",
-    "time_budget_exhausted",
-    "provider_exhausted",
-    "finalist_revalidation_failed",
-    "promotion_commit_failed",
-    "rollback_commit_failed",
-    "human_review_requested",
-    "interrupted",
-    "bundle_tampered",
-]
-
-
 class CaseReport(StrictModel):
     case_id: str
     weight: float
@@ -184,7 +172,7 @@ class RunReport(StrictModel):
     architecture: str
     aggregate_speedup: float | None
     winner_experiment_id: str
-    stopping_reason: str
+    stopping_reason: StoppingReason
     commit: str
     output_dir: str
 
@@ -192,8 +180,8 @@ class RunReport(StrictModel):
 class RunResult(StrictModel):
     report: RunReport
     success: bool
-    exit_code: int
-    stopping_reason: str
+    exit_code: ExitCode
+    stopping_reason: StoppingReason
     winner_experiment_id: str
     best_kernel_path: str
     baseline: Evaluation | None

@@ -17,10 +17,12 @@ from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.config import RunConfig
 from orchestrator.run.ledger.artifacts import OutputDirError, RunArtifacts, prepare_output_dir, write_json
 from orchestrator.run.ledger.live_log import LiveLog
-from orchestrator.run.loop import OptimizationRun, RunAborted
+from orchestrator.run.loop import OptimizationRun
+from orchestrator.run.state import RunAborted
 from orchestrator.vcs import VcsError
+from orchestrator.worker.environment import refused_target_environment
 from protocol.bundle import BundleError, describe_validation_error
-from protocol.outcome import ExitCode
+from protocol.outcome import ExitCode, StoppingReason
 
 MAX_CONFIRM_PAIRS = 4  # each pair is two more fresh workers
 
@@ -47,11 +49,13 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
+BUDGET_FLAGS = ("max_rounds", "candidates_per_round", "max_candidate_seconds", "max_total_seconds", "min_speedup",
+                "max_cv", "benchmark_repetitions")
+
+
 def build_config(args: argparse.Namespace, argv: list[str]) -> RunConfig:
-    cli_budget = {name: getattr(args, name) for name in (
-        "max_rounds", "candidates_per_round", "max_candidate_seconds", "max_total_seconds", "min_speedup",
-        "max_cv", "benchmark_repetitions")}
-    config = RunConfig(
+    """The run's configuration from the flags; the budget is merged with budget.json once it is loaded."""
+    return RunConfig(
         kernel=_absolute(args.kernel), harness=_absolute(args.harness), cases=_absolute(args.cases),
         target=_absolute(args.target), output_dir=_absolute(args.output_dir), budget_file=_absolute(args.budget),
         provider=args.provider, replay_dir=_absolute(args.replay_dir), model=args.model, base_url=args.base_url,
@@ -62,9 +66,7 @@ def build_config(args: argparse.Namespace, argv: list[str]) -> RunConfig:
         worker_python=args.worker_python,
         data_limit_bytes=int(args.data_limit_gib * (1 << 30)) if args.data_limit_gib else None,
         confidence=args.confidence, debug=args.debug, bundle_lock=_absolute(args.bundle_lock),
-        skip_validation=args.skip_validation, extra={"argv": ["tlx-agent", *argv]})
-    config.extra["cli_budget"] = cli_budget
-    return config
+        skip_validation=args.skip_validation, argv=["tlx-agent", *argv])
 
 
 def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -72,7 +74,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     inputs = load_inputs(kernel=config.kernel, harness=config.harness, cases=config.cases, target=config.target,
                          budget=config.budget_file, reference_kernel=config.reference_kernel)
     try:
-        config.budget = merge_budget(config.extra["cli_budget"], inputs.budget_overrides)  # type: ignore[arg-type]
+        config.budget = merge_budget({name: getattr(args, name) for name in BUDGET_FLAGS}, inputs.budget_overrides)
     except ValidationError as exc:
         raise BundleError(describe_validation_error(Path("command line"), exc)) from None
     from orchestrator.decision.bootstrap import measurement_schedule
@@ -94,7 +96,8 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
             raise BundleError(f"--prior-run {config.prior_run} is invalid: {exc}") from None
         prior_digests, prior_evidence = prior.source_digests, prior.evidence
     # Seed Layer 1 steps 4-6: --arch, --bundle-lock (no side effects yet), then the built-in preflight.
-    device_view, arch = optimize_preflight(config, inputs)
+    device_view, arch, config.bundle_lock_summary = optimize_preflight(config, inputs)
+    config.refused_environment = refused_target_environment(inputs.target.environment)
     try:
         provider = create_provider(config)
     except ProviderConfigError as exc:
@@ -114,7 +117,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
         from orchestrator.worker.doctor import probe_isolation_sync, strict_refusals
 
         layers = probe_isolation_sync(config.worker_python, config.isolation)
-        config.extra["isolation_layers"] = layers
+        config.isolation_probe = layers
         log.event("isolation mode=" + config.isolation + " " + " ".join(f"{k}={v!r}" for k, v in layers.items()))
         refused = strict_refusals(layers)
         if config.isolation == "strict" and refused:
@@ -123,7 +126,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
                         f"({'; '.join(f'{k}={layers[k]}' for k in refused)}); run `tlx-agent doctor`, "
                         "or use --isolation standard", output_dir=str(output_dir))
     artifacts = RunArtifacts(output_dir)
-    artifacts.journal("run_started", argv=config.extra["argv"])
+    artifacts.journal("run_started", argv=config.argv)
     if config.prior_run is not None:
         log.event(f"prior-run path={str(config.prior_run)!r} source_hashes={len(prior_digests)} "
                   f"evidence={len(prior_evidence)}")
@@ -147,7 +150,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
         artifacts.journal("run_interrupted")
         log.close()
         return fail("interrupted; partial artifacts are in the output directory", ExitCode.INTERRUPTED,
-                    output_dir=str(output_dir), stopping_reason="interrupted")
+                    output_dir=str(output_dir), stopping_reason=StoppingReason.INTERRUPTED)
     write_json(output_dir / "result.json", result)
     artifacts.journal("run_finished", exit_code=result.exit_code, stopping_reason=result.stopping_reason)
     log.event(f"run finished status={'success' if result.success else 'no_winner'} exit_code={result.exit_code} "

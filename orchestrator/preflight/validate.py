@@ -566,11 +566,12 @@ def _device_identity(device: dict[str, Any]) -> tuple[Any, ...]:
             tuple(capability) if capability else None)
 
 
-def optimize_preflight(config: Any, inputs: Inputs) -> tuple[arch_mod.DeviceView | None, arch_mod.ArchSpec | None]:
+def optimize_preflight(config: Any, inputs: Inputs) -> tuple[arch_mod.DeviceView | None, arch_mod.ArchSpec | None,
+                                                             dict[str, Any] | None]:
     """Before optimize creates its output dir: `--arch`, the target against the device, `--bundle-lock`.
 
-    Raises `BundleError` with one line naming what does not match. With a lock, records its summary in
-    `config.extra["bundle_lock"]` (written to run.json).
+    Raises `BundleError` with one line naming what does not match. Returns the device view, the arch, and
+    with a lock its summary (written to run.json).
     """
     from orchestrator.bundle.inputs import sha256_file
     from orchestrator.bundle.lock import load_lock, lock_summary, match_lock
@@ -587,7 +588,7 @@ def optimize_preflight(config: Any, inputs: Inputs) -> tuple[arch_mod.DeviceView
         if problem is not None:
             raise BundleError(problem)
     if config.bundle_lock is None:
-        return view, arch
+        return view, arch, None
     lock_path = config.bundle_lock
     lock = load_lock(lock_path)
     if lock.mode != "validate":
@@ -612,8 +613,7 @@ def optimize_preflight(config: Any, inputs: Inputs) -> tuple[arch_mod.DeviceView
         warnings.append(f"this run's --max-cv {config.budget.max_cv} is stricter than the {lock.settings['max_cv']} "
                         "the lock's stability check used")
     summary["warnings"] = warnings
-    config.extra["bundle_lock"] = summary
-    return view, arch
+    return view, arch, summary
 
 
 def optimize_builtin(config: Any, inputs: Inputs, log: LiveLog, output_dir: Path,
@@ -624,7 +624,7 @@ def optimize_builtin(config: Any, inputs: Inputs, log: LiveLog, output_dir: Path
                   "is unproven for this run")
         return None
     if config.bundle_lock is not None:
-        summary = config.extra.get("bundle_lock") or {}
+        summary = config.bundle_lock_summary or {}
         log.event(f"validate status=locked lock={str(config.bundle_lock)!r} created_at={summary.get('created_at')} "
                   "files=unchanged")
         for warning in summary.get("warnings", []):
@@ -640,7 +640,7 @@ def optimize_builtin(config: Any, inputs: Inputs, log: LiveLog, output_dir: Path
                               arch=arch, parent_env=dict(os.environ))
     from orchestrator.bundle.lock import lock_summary
 
-    config.extra["bundle_lock"] = lock_summary(lock, None, None)
+    config.bundle_lock_summary = lock_summary(lock, None, None)
     if lock.passed:
         return None
     failed = [check for check in lock.checks if check.status == "failed"]

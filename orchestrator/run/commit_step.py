@@ -7,12 +7,14 @@ source when the user's kernel was dirty, and writes every attempt to the live lo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import trio
 
+from orchestrator.run.config import RunConfig
+from orchestrator.run.evaluator import Evaluator
 from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
 from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.run.state import RunState
 from orchestrator.vcs import (
     CommitSession,
     PerformanceRow,
@@ -22,10 +24,7 @@ from orchestrator.vcs import (
     format_commit_event,
 )
 from protocol.results import CommitRecord, EvaluationStatus, ExperimentRecord
-
-if TYPE_CHECKING:
-    from orchestrator.run.config import RunConfig
-    from orchestrator.run.loop import OptimizationRun, RunState
+from protocol.roles import Role
 
 
 class CommitStep:
@@ -78,7 +77,8 @@ class CommitStep:
         return build_commit_message(subject, rows, record.aggregate_speedup, heading)
 
     async def checkpoint(self, state: RunState, record: ExperimentRecord, winner_source: str,
-                         run: OptimizationRun) -> bool:
+                         evaluator: Evaluator) -> bool:
+        """Commit a promotion before the next candidate; False stops the run (the commit failed)."""
         if self.session is None:
             return True
         session = self.session
@@ -97,7 +97,7 @@ class CommitStep:
         if plan.needs_revalidation:
             merged_path = self.artifacts.experiment_dir(record.experiment_id) / "commit_merged_kernel.py"
             merged_path.write_bytes(plan.merged_source or b"")
-            check = await run.evaluate(state, label="commit_revalidation", experiment_id=record.experiment_id,
+            check = await evaluator.evaluate(state, role=Role.COMMIT_REVALIDATION, experiment_id=record.experiment_id,
                                        kernel_path=merged_path, tag="commit-revalidation", deadline=state.deadline,
                                        benchmark=False)
             write_json(self.artifacts.experiment_dir(record.experiment_id) / "commit_revalidation.json", check)
@@ -114,7 +114,7 @@ class CommitStep:
             self.state_note = f"committed {committed.revision} ({committed.vcs})"
         return committed.status == "committed"
 
-    async def rollback(self, state: RunState, reason: str) -> bool:
+    async def rollback(self, reason: str) -> bool:
         if self.session is None or not self.session.checkpoints:
             return True
         subject = "Revert tlx-agent promotions after failed final revalidation"
@@ -126,7 +126,7 @@ class CommitStep:
         self.state_note = f"rolled back ({record.status})"
         return record.status == "committed"
 
-    async def finalize(self, state: RunState, record: ExperimentRecord) -> None:
+    def finalize(self) -> None:
         if self.session is not None and self.session.checkpoints:
             last = self.session.checkpoints[-1]
             self.log.event(f"commit status=final revision={last.revision} checkpoints={len(self.session.checkpoints)}")

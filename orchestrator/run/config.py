@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from protocol.bundle import Budget
 
@@ -39,5 +39,9 @@ class RunConfig:
     confidence: float = 0.99
     debug: bool = False
     bundle_lock: Path | None = None
-    skip_validation: bool = True
-    extra: dict[str, object] = field(default_factory=dict)
+    skip_validation: bool = False
+    argv: list[str] = field(default_factory=list)  # the command line, as recorded in run.json and the journal
+    # Filled by the preflight before the run starts (recorded in run.json):
+    isolation_probe: dict[str, str] = field(default_factory=dict)  # layer -> active/degraded/unavailable
+    bundle_lock_summary: dict[str, Any] | None = None  # what validation checked (lock or built-in preflight)
+    refused_environment: list[str] = field(default_factory=list)  # target.json environment names not passed on

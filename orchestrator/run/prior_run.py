@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.providers.evidence import MAX_PRIOR_EVIDENCE, finite_number, one_line, redact_secrets
+from orchestrator.providers.bottleneck import finite_number
+from orchestrator.providers.prompt import MAX_PRIOR_EVIDENCE
+from orchestrator.providers.redaction import redact_secrets
 from orchestrator.source_digest import normalized_digest
+from orchestrator.text import one_line
 
 MAX_PRIOR_JSON_BYTES = 8 * 1024 * 1024
 MAX_PRIOR_EXPERIMENTS = 1000

@@ -1,92 +1,89 @@
 """The run's profiling steps: evidence, escalation and the veto per candidate; diagnostic instrumentation.
 
-Pure rules live in `profiling_policy`; this module decides when to ask a worker for more and writes what
+Pure rules live in `orchestrator.decision.profile_rules`; this module decides when to ask a worker for more and writes what
 came back to the live log and the experiment's profile.json.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import trio
 
-from orchestrator.decision import profile_rules as profiling_policy
+from orchestrator.decision import profile_rules
 from orchestrator.decision.gates import Verdict
+from orchestrator.run.evaluator import Evaluator
 from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import write_json
+from orchestrator.run.state import RunState
 from protocol.results import Evaluation, ExperimentRecord
-
-if TYPE_CHECKING:
-    from orchestrator.run.loop import Incumbent, OptimizationRun, RunState
-
-DIAGNOSTIC_LABEL = "diagnostic"
+from protocol.roles import Role
 
 
-async def profile_evidence(run: OptimizationRun, state: RunState, record: ExperimentRecord, candidate: Evaluation,
-                           incumbent: Incumbent, verdict: Verdict, deadline: float) -> str | None:
+async def profile_evidence(evaluator: Evaluator, state: RunState, record: ExperimentRecord, candidate: Evaluation,
+                           incumbent: Evaluation, verdict: Verdict, deadline: float) -> str | None:
     """Log Proton/NCU figures and deltas, escalate to a deep profile when the evidence calls for it,
     and return the NCU regression veto (or None)."""
-    cases = [c.case_id for c in run.inputs.cases]
-    incumbent_profiles = reporting.profiles_by_case(incumbent.evaluation)
+    cases = [c.case_id for c in evaluator.inputs.cases]
+    incumbent_profiles = reporting.profiles_by_case(incumbent)
     candidate_profiles = reporting.profiles_by_case(candidate)
-    kernel = profiling_policy.kernel_speedups
+    kernel = profile_rules.kernel_speedups
     disagreements = []
     for case_id in cases:
         row = next((r for r in verdict.comparisons if r.case_id == case_id), None)
         speeds = kernel(candidate_profiles.get(case_id), incumbent_profiles.get(case_id))
-        text = profiling_policy.measurements_disagree(row.speedup if row else None, speeds["proton"], speeds["ncu"])
+        text = profile_rules.measurements_disagree(row.speedup if row else None, speeds["proton"], speeds["ncu"])
         if text:
             disagreements.append(f"{case_id}: {text}")
-    reasons = profiling_policy.deep_profile_reasons(
+    reasons = profile_rules.deep_profile_reasons(
         is_baseline=False, is_finalist=False, correct=verdict.decision.gates.get("correct", False),
-        speedup=verdict.aggregate_speedup, min_speedup=run.config.budget.min_speedup,
+        speedup=verdict.aggregate_speedup, min_speedup=evaluator.config.budget.min_speedup,
         rounds_without_promotion=state.rounds_without_promotion, disagreement="; ".join(disagreements) or None)
     deep: Evaluation | None = None
     if reasons and trio.current_time() < deadline:
-        run.log.event(f"{record.experiment_id} deep_profile=taken reasons={','.join(reasons)}"
+        evaluator.log.event(f"{record.experiment_id} deep_profile=taken reasons={','.join(reasons)}"
                        + (f" disagreement={'; '.join(disagreements)!r}" if disagreements else ""))
-        deep = await run.evaluate(state, label="deep_profile", experiment_id=record.experiment_id,
+        deep = await evaluator.evaluate(state, role=Role.DEEP_PROFILE, experiment_id=record.experiment_id,
                                    kernel_path=Path(record.source_path), tag="deep-profile", deadline=deadline,
                                    profile_level="deep", profile_reason=",".join(reasons), benchmark=False)
         record.evaluations.append(deep)
     else:
-        why = ("clearly below the threshold" if profiling_policy.clearly_slow(verdict.aggregate_speedup,
-                                                                              run.config.budget.min_speedup)
+        why = ("clearly below the threshold" if profile_rules.clearly_slow(verdict.aggregate_speedup,
+                                                                              evaluator.config.budget.min_speedup)
                else "summary evidence is sufficient (not near the threshold, no disagreement, no stagnation)")
-        run.log.event(f"{record.experiment_id} deep_profile=skipped reason={why!r}")
+        evaluator.log.event(f"{record.experiment_id} deep_profile=skipped reason={why!r}")
     profiles = {}
     veto = None
     for case_id in cases:
         mine = (deep.case(case_id).profile if deep and deep.case(case_id) else None) or candidate_profiles.get(case_id)
         theirs = incumbent_profiles.get(case_id)
-        deltas = profiling_policy.profile_deltas(mine, theirs)
+        deltas = profile_rules.profile_deltas(mine, theirs)
         profiles[case_id] = {"profile": mine, "deltas": deltas}
-        run.log.event(f"{record.experiment_id} profile case={case_id} "
-                       + profiling_policy.format_profile_for_log(mine, deltas))
-        veto = veto or profiling_policy.ncu_regression_veto(mine, theirs)
-        unchecked = profiling_policy.ncu_veto_unavailable_reason(mine, theirs)
+        evaluator.log.event(f"{record.experiment_id} profile case={case_id} "
+                       + profile_rules.format_profile_for_log(mine, deltas))
+        veto = veto or profile_rules.ncu_regression_veto(mine, theirs)
+        unchecked = profile_rules.ncu_veto_unavailable_reason(mine, theirs)
         if unchecked:
             profiles[case_id]["veto_diagnostic"] = unchecked
-    write_json(run.artifacts.experiment_dir(record.experiment_id) / "profile.json", profiles)
+    write_json(evaluator.artifacts.experiment_dir(record.experiment_id) / "profile.json", profiles)
     return veto
 
 
-async def diagnostic_instrumentation(run: OptimizationRun, state: RunState, experiment_id: str, kernel_path: Path,
+async def diagnostic_instrumentation(evaluator: Evaluator, state: RunState, experiment_id: str, kernel_path: Path,
                                      deadline: float) -> None:
     """Seed Layer 3: Proton intra-kernel traces (warp granularity) in their own worker, kept apart:
     written to diagnostic_profile.json, never benchmarked, never given to a decision, never committed."""
-    if not (run.config.diagnostic_instrumentation and run.config.profile):
+    if not (evaluator.config.diagnostic_instrumentation and evaluator.config.profile):
         return
-    evaluation = await run.evaluate(state, label=DIAGNOSTIC_LABEL, experiment_id=experiment_id,
+    evaluation = await evaluator.evaluate(state, role=Role.DIAGNOSTIC, experiment_id=experiment_id,
                                      kernel_path=kernel_path, tag="diagnostic-instrumentation", deadline=deadline,
                                      profile_level="deep", profile_reason="diagnostic_instrumentation",
-                                     benchmark=False, diagnostic=True)
-    write_json(run.artifacts.experiment_dir(experiment_id) / "diagnostic_profile.json",
+                                     benchmark=False)
+    write_json(evaluator.artifacts.experiment_dir(experiment_id) / "diagnostic_profile.json",
                {"diagnostic_only": True, "status": evaluation.status.value, "reason": evaluation.reason,
                 "profiles": reporting.profiles_by_case(evaluation)})
     available = [m.case_id for m in evaluation.cases if (m.profile or {}).get("instrumentation", {}) and
                  (m.profile or {}).get("instrumentation", {}).get("available")]
-    run.log.event(f"{experiment_id} diagnostic_instrumentation={evaluation.status.value} "
+    evaluator.log.event(f"{experiment_id} diagnostic_instrumentation={evaluation.status.value} "
                    f"traces={len(available)}/{len(evaluation.cases)} diagnostic_only=true "
                    "(never benchmarked, promoted or committed)")

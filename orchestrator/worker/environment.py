@@ -65,3 +65,10 @@ def build_worker_environment(
     })
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return env, refused
+
+
+def refused_target_environment(target_environment: Mapping[str, str]) -> list[str]:
+    """The target.json environment names a worker will not get, each with why (logged and in run.json)."""
+    _env, refused = build_worker_environment({}, target_environment, scratch=Path("/nonexistent"), token="",
+                                             pythonpath="")
+    return refused

@@ -1,0 +1,27 @@
+"""How the run spends its time: a reserve for revalidation, and whether one more candidate fits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from protocol.results import ExperimentRecord
+
+
+def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: float) -> float:
+    """Seconds kept back from the rounds for the finalist's revalidation: about three workers (its
+    side-by-side runs) plus slack, and never more than a quarter of the whole budget."""
+    return min(max_total_seconds * 0.25, 3 * baseline_worker_seconds + 5.0)
+
+
+def expected_candidate_seconds(experiments: Sequence[ExperimentRecord]) -> float:
+    """Worker seconds the next candidate is expected to cost: the last measured candidate's total. The
+    baseline's (with its deep profile) says little about a candidate's, so with no candidate measured yet
+    the estimate is 0 and the first candidate always starts."""
+    measured = next((e for e in reversed(experiments) if e.experiment_id != "baseline" and e.evaluations), None)
+    return sum(e.worker.wall_seconds for e in measured.evaluations) if measured else 0.0
+
+
+def candidate_fits(seconds_left: float, expected_seconds: float) -> bool:
+    """A candidate cut off by the deadline halfway through its A/B/A runs decides nothing and only costs
+    time, so the run stops before it instead."""
+    return seconds_left > 0 and seconds_left >= expected_seconds

@@ -1,0 +1,123 @@
+"""The run's one way to evaluate a source: a fresh sandboxed worker, checked before and after.
+
+The commit and profile steps receive this object, not the whole run: they can ask for an evaluation and
+write to the run's log and records, nothing more. Every evaluation re-checks the frozen bundle and the
+sources the run wrote (a candidate that got past the sandbox must not swap its rival's kernel), and every
+benchmarked run of a source feeds the between-run noise the decisions learn from.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import trio
+
+from orchestrator.bundle.inputs import FrozenBundle, Inputs, check_frozen
+from orchestrator.run.config import RunConfig
+from orchestrator.run.ledger import reporting
+from orchestrator.run.ledger.artifacts import RunArtifacts
+from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.run.state import RunAborted, RunState
+from orchestrator.source_digest import normalized_digest, raw_digest
+from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
+from orchestrator.worker.process import Spawner, SubprocessSpawner
+from protocol.bundle import Case
+from protocol.outcome import ExitCode, StoppingReason
+from protocol.profile import ProfileRequest, resolve_native_profiler
+from protocol.results import Evaluation, EvaluationStatus
+from protocol.roles import Role
+from protocol.worker import IsolationConfig
+
+
+class Evaluator:
+    def __init__(self, config: RunConfig, inputs: Inputs, bundle: FrozenBundle, artifacts: RunArtifacts,
+                 log: LiveLog, spawner: Spawner | None = None, parent_env: dict[str, str] | None = None) -> None:
+        self.config = config
+        self.inputs = inputs
+        self.bundle = bundle
+        self.artifacts = artifacts
+        self.log = log
+        self.spawner = spawner or SubprocessSpawner()
+        self.parent_env = dict(os.environ) if parent_env is None else parent_env
+
+    def isolation_config(self, work_dir: Path, profile_dir: Path | None) -> IsolationConfig:
+        writable = [str(work_dir)] + ([str(profile_dir)] if profile_dir is not None else [])
+        return IsolationConfig(mode=self.config.isolation, scratch_dir=str(work_dir), writable_dirs=writable,
+                               data_limit_bytes=self.config.data_limit_bytes,
+                               cpu_seconds=int(self.config.budget.max_candidate_seconds * 2) + 10)
+
+    def profile_factory(self, experiment_id: str, level: str, reason: str, diagnostic: bool = False):
+        if not self.config.profile:
+            return None
+        base_dir = self.artifacts.experiment_dir(experiment_id) / "profile_artifacts"
+        extra = ({"tools": ["proton_intra_kernel"], "diagnostic_only": True, "granularity": "warp"}
+                 if diagnostic else {})
+
+        def factory(case: Case) -> ProfileRequest | None:
+            request = ProfileRequest(level=level, experiment_id=experiment_id, reason=reason,
+                                     artifacts_dir=str(base_dir / reporting.safe_name(case.case_id)), **extra)
+            resolved, _diagnostics = resolve_native_profiler(request, self.inputs.target.backend)
+            return resolved
+
+        return factory
+
+    def check_bundle(self, state: RunState) -> None:
+        changed = check_frozen(self.bundle)
+        if changed is not None:
+            state.stopping_reason = StoppingReason.BUNDLE_TAMPERED
+            raise RunAborted(ExitCode.ERROR, f"frozen bundle file {self.bundle.path(changed)} changed during the "
+                                             "run; the run cannot be trusted and stops", StoppingReason.BUNDLE_TAMPERED)
+
+    def checked_source(self, state: RunState, kernel_path: Path) -> str | None:
+        """The source about to be evaluated. One written earlier in the run (the incumbent, the baseline) must
+        still be what was written."""
+        try:
+            source = kernel_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            source = None
+        expected = state.written_sources.get(str(kernel_path))
+        if expected is not None and (source is None or raw_digest(source) != expected):
+            state.stopping_reason = StoppingReason.BUNDLE_TAMPERED
+            raise RunAborted(ExitCode.ERROR, f"{kernel_path} changed after it was written; the run cannot be "
+                                             "trusted and stops", StoppingReason.BUNDLE_TAMPERED)
+        return source
+
+    async def evaluate(self, state: RunState, *, role: Role, experiment_id: str, kernel_path: Path, tag: str,
+                       deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",
+                       benchmark: bool = True) -> Evaluation:
+        diagnostic = role is Role.DIAGNOSTIC
+        if diagnostic and benchmark:
+            raise ValueError("diagnostic-only instrumentation is never benchmarked")
+        self.check_bundle(state)
+        source = self.checked_source(state, kernel_path)
+        experiment_dir = self.artifacts.experiment_dir(experiment_id)
+        work_dir = experiment_dir / "workers" / tag
+        budget = self.config.budget
+        profile_dir = None
+        if profile_level and self.config.profile:
+            # the only place outside its scratch where a worker may write: its own profile artifacts
+            profile_dir = experiment_dir / "profile_artifacts"
+            profile_dir.mkdir(parents=True, exist_ok=True)
+        plan = EvaluationPlan(
+            label=role.value, experiment_id=experiment_id, run_id=state.run_id, kernel_path=kernel_path,
+            harness_path=self.bundle.harness_path, target=self.inputs.target, cases=self.inputs.cases,
+            repetitions=budget.benchmark_repetitions, work_dir=work_dir,
+            log_path=experiment_dir / ("worker.log" if role.names_the_experiment_log else f"worker-{tag}.log"),
+            deadline=min(deadline, trio.current_time() + budget.max_candidate_seconds),
+            phase_seconds=budget.max_candidate_seconds, isolation=self.isolation_config(work_dir, profile_dir),
+            worker_python=self.config.worker_python, benchmark=benchmark,
+            profile_request=(self.profile_factory(experiment_id, profile_level, profile_reason, diagnostic)
+                             if profile_level else None))
+        self.log.progress(f"{experiment_id} evaluating {role.value} ({tag})")
+        evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
+        if evaluation.status is EvaluationStatus.OK and benchmark and source is not None:
+            per_case = state.run_medians.setdefault(normalized_digest(source), {})
+            for measured in evaluation.cases:
+                if measured.stats is not None:
+                    per_case.setdefault(measured.case_id, []).append(measured.stats.median)
+        self.artifacts.journal("evaluation", experiment_id=experiment_id, label=role.value, tag=tag,
+                               status=evaluation.status.value, reason=evaluation.reason,
+                               wall_seconds=evaluation.worker.wall_seconds)
+        self.check_bundle(state)
+        return evaluation

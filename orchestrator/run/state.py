@@ -1,0 +1,46 @@
+"""What a run knows while it runs: its records so far, the incumbent, and why it will stop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol.outcome import ExitCode, StoppingReason
+from protocol.results import Evaluation, ExperimentRecord
+
+
+class RunAborted(Exception):
+    """Stops the run with an exit code and one message (bad baseline, tampered bundle, ...)."""
+
+    def __init__(self, exit_code: ExitCode, message: str, stopping_reason: StoppingReason | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.message = message
+        self.stopping_reason = stopping_reason
+
+
+@dataclass
+class Incumbent:
+    experiment_id: str
+    source: str
+    kernel_path: Path
+    evaluation: Evaluation
+
+
+@dataclass
+class RunState:
+    run_id: str
+    started: float
+    deadline: float  # trio time
+    experiments: list[ExperimentRecord] = field(default_factory=list)
+    seen_digests: dict[str, str] = field(default_factory=dict)  # normalized digest -> experiment id
+    rounds_without_promotion: int = 0
+    # normalized digest -> case id -> medians of every benchmarked run of that source (between-run noise)
+    run_medians: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # path -> sha256 of every source the run wrote and will evaluate again (checked before each worker)
+    written_sources: dict[str, str] = field(default_factory=dict)
+    stopping_reason: StoppingReason = StoppingReason.ROUND_BUDGET_EXHAUSTED
+    # what the baseline's worker saw: the device and the isolation layers it ran under (for run.json)
+    device: dict[str, Any] | None = None
+    worker_isolation: dict[str, Any] = field(default_factory=dict)
