@@ -144,7 +144,7 @@ def analyse(measurements: list[dict], trials: int, seed: int, *, learn_noise: bo
     With `learn_noise`, the test's noise is what the agent learns in a run: the pooled between-run spread
     of the incumbent's repeated runs (here all of the incumbent variant's runs, from every process),
     t-inflated; without it, the fixed 0.2 % floor combined with each trial's own spread."""
-    from orchestrator.decision.gates import BetweenRunNoise, noise_from_history
+    from orchestrator.decision.noise import BetweenRunNoise, noise_from_history
     from protocol.bundle import Budget, Case
 
     budget = Budget()

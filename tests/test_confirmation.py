@@ -9,7 +9,8 @@ import pytest
 import trio
 
 from orchestrator.decision.confirmation import confirm_until_decided
-from orchestrator.decision.gates import BetweenRunNoise, decide, needs_confirmation, noise_from_history
+from orchestrator.decision.gates import decide, needs_confirmation
+from orchestrator.decision.noise import BetweenRunNoise, noise_from_history
 from orchestrator.decision.statistics import sample_stats
 from protocol.bundle import Budget, Case
 from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus

@@ -8,7 +8,7 @@ from statistics import NormalDist
 import pytest
 
 from orchestrator.decision.bootstrap import promotion_test
-from orchestrator.decision.gates import DEFAULT_NOISE_FLOOR, BetweenRunNoise, noise_from_history
+from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, noise_from_history
 from orchestrator.decision.statistics import (
     pooled_between_run_sd,
     student_t_quantile,

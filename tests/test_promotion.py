@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.decision.bootstrap import PromotionTest, measurement_schedule, promotion_test
+from orchestrator.decision.bootstrap import PromotionTest, promotion_test
+from orchestrator.decision.schedule import measurement_schedule
 
 DRIFT = 0.002
 WITHIN_RUN_CV = 0.01

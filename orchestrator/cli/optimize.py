@@ -77,7 +77,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
         config.budget = merge_budget({name: getattr(args, name) for name in BUDGET_FLAGS}, inputs.budget_overrides)
     except ValidationError as exc:
         raise BundleError(describe_validation_error(Path("command line"), exc)) from None
-    from orchestrator.decision.bootstrap import measurement_schedule
+    from orchestrator.decision.schedule import measurement_schedule
 
     try:
         measurement_schedule(config.schedule)

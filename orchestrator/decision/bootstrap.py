@@ -12,7 +12,7 @@ the test is a two-level bootstrap of the weighted mean log speedup:
   widens the interval when the incumbent disagrees with itself. A run's shift is shared by all its cases:
   drift is process-wide and does not average out over cases.
   Once the run has learnt the between-run sd from repeated sources (`learned_sd`, pooled and t-inflated by
-  `policy.noise_from_history`), the shift is drawn from N(0, max(noise_floor, learned_sd)²) instead.
+  `orchestrator.decision.noise.noise_from_history`), the shift is drawn from N(0, max(noise_floor, learned_sd)²) instead.
 The bootstrap gives the shape of the noise, the point estimate its centre; the lower bound is the
 (1 - confidence) quantile and the gain is above noise when it exceeds 1.0. On simulated H200 noise (drift
 0.2 %, CV 1 %, A/B/A, 5000 trials) A/A was above noise in 0.5 % of trials (promoted at 1.01: 0.1 %), a 2 % gain
@@ -30,33 +30,8 @@ import numpy as np
 from orchestrator.decision.statistics import geometric_mean, weighted_geomean
 from protocol.base import StrictModel
 
-SIDE_NAMES = {"a": "incumbent", "b": "candidate"}
-MAX_SCHEDULE_LENGTH = 6
 # Resample indices held in memory at once by the within-run bootstrap (keeps long runs bounded).
 BOOTSTRAP_CHUNK_ELEMENTS = 2_000_000
-
-
-def measurement_schedule(pattern: str) -> list[str]:
-    """Parse an order like "aba" into worker labels; interleaving lets drift hit both sides."""
-    letters = pattern.strip().lower()
-    if not letters:
-        raise ValueError(
-            "measurement order is empty: use letters a (incumbent) and b (candidate), e.g. 'aba'"
-        )
-    unknown = sorted(set(letters) - set(SIDE_NAMES))
-    if unknown:
-        raise ValueError(
-            f"measurement order {pattern!r} has letters {unknown}: only a (incumbent) and b (candidate) are allowed"
-        )
-    if len(letters) > MAX_SCHEDULE_LENGTH:
-        raise ValueError(
-            f"measurement order {pattern!r} has {len(letters)} runs: at most {MAX_SCHEDULE_LENGTH} are allowed"
-        )
-    if "a" not in letters or "b" not in letters:
-        raise ValueError(
-            f"measurement order {pattern!r} must measure both the incumbent (a) and the candidate (b)"
-        )
-    return [SIDE_NAMES[letter] for letter in letters]
 
 
 class CasePromotion(StrictModel):

@@ -1,4 +1,4 @@
-"""Promotion gates (seed Layer 6) as pure functions over measured evaluations.
+"""Promotion gates as pure functions over measured evaluations.
 
 A candidate is promoted only when every protected case is correct, the weighted geometric-mean
 speedup against the neighbouring incumbent measurements reaches `min_speedup`, every case's CV is
@@ -9,57 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
 from orchestrator.decision.bootstrap import PromotionTest, promotion_test
-from orchestrator.decision.statistics import pooled_between_run_sd, student_t_quantile, weighted_geomean
+from orchestrator.decision.noise import BetweenRunNoise
+from orchestrator.decision.statistics import weighted_geomean
 from protocol.bundle import Budget, Case
 from protocol.results import CaseComparison, Decision, DecisionStatus, Evaluation, EvaluationStatus
-
-# Relative between-process noise assumed at least (H200 A/A study: 0.1-0.3 % for kernels >= 50 µs).
-DEFAULT_NOISE_FLOOR = 0.002
-
-
-@dataclass(frozen=True)
-class BetweenRunNoise:
-    """What the promotion test assumes about the scatter of fresh worker runs of one source.
-
-    `floor` is never undercut. `learned_sd` is the pooled between-run sd of every source the run measured
-    more than once, scaled by t(dof)/z at the test's confidence because it is itself an estimate; when it
-    is present it replaces the per-trial spread (that spread is already pooled into it).
-    """
-
-    floor: float = DEFAULT_NOISE_FLOOR
-    learned_sd: float | None = None
-    raw_sd: float | None = None
-    dof: int = 0
-
-    def as_dict(self) -> dict[str, float | int | None]:
-        return {"floor": self.floor, "learned_sd": self.learned_sd, "raw_sd": self.raw_sd, "dof": self.dof}
-
-    def describe(self) -> str:
-        if self.learned_sd is None:
-            return f"assumed floor {self.floor:.2%}"
-        return f"learned {self.raw_sd:.2%} over {self.dof} dof -> {self.learned_sd:.2%} at the test's confidence"
-
-
-def noise_from_history(groups_by_case: dict[str, list[list[float]]], *, confidence: float = 0.99,
-                       floor: float = DEFAULT_NOISE_FLOOR, min_dof: int = 2) -> BetweenRunNoise:
-    """The between-run noise learnt from repeated sources: the worst case's pooled sd, t-inflated.
-
-    `groups_by_case[case_id]` holds, per source measured more than once, the medians of its runs. With
-    fewer than `min_dof` degrees of freedom in every case nothing is learnt and the floor stands alone.
-    """
-    z = NormalDist().inv_cdf(confidence)
-    worst: BetweenRunNoise | None = None
-    for groups in groups_by_case.values():
-        sd, dof = pooled_between_run_sd(groups)
-        if dof < min_dof:
-            continue
-        inflated = sd * student_t_quantile(confidence, dof) / z
-        if worst is None or inflated > (worst.learned_sd or 0.0):
-            worst = BetweenRunNoise(floor=floor, learned_sd=inflated, raw_sd=sd, dof=dof)
-    return worst or BetweenRunNoise(floor=floor)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,9 @@
-"""Pure profiling policy: when to deep-profile, the NCU regression veto, profile deltas, log summaries.
+"""Pure profiling policy: when to deep-profile, the NCU regression veto, profile deltas.
 
 Profiles are the per-case dicts returned by `sandbox_worker.harness_kit.profile_kit.profile_with_kit`:
 Proton figures under `profile["proton"]` (`wrapper_us`, `main_kernel_us`, `non_main_kernel_us`), NCU
 figures under `profile["ncu"]["summary"]`. A missing figure is None and stays None through every
 function here: an unknown value is never turned into 0 and never vetoes or promotes anything.
-
-Log summaries are bottleneck-neutral: they report measured numbers and deltas, not a diagnosis.
 """
 
 from __future__ import annotations
@@ -31,12 +29,10 @@ DELTA_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("proton.main_kernel_us", "proton", "main_kernel_us"),
     ("proton.wrapper_us", "proton", "wrapper_us"),
 )
-PROTON_LOG_FIELDS = ("wrapper_us", "main_kernel_us", "non_main_kernel_us")
-NCU_LOG_FIELDS = ("duration_us", "sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct",
-                  "registers_per_thread", "local_load_bytes", "local_store_bytes")
 
 
-def _number(value: Any) -> float | None:
+
+def number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
@@ -52,8 +48,8 @@ def profile_value(profile: Mapping[str, Any] | None, section: str, field: str) -
     if section == "ncu":
         summary = block.get("summary")
         if isinstance(summary, Mapping) and field in summary:
-            return _number(summary[field])
-    return _number(block.get(field))
+            return number(summary[field])
+    return number(block.get(field))
 
 
 def ncu_duration_us(profile: Mapping[str, Any] | None) -> float | None:
@@ -65,13 +61,13 @@ def ncu_duration_us(profile: Mapping[str, Any] | None) -> float | None:
 
 def near_threshold(speedup: float | None, min_speedup: float, window: float = NEAR_THRESHOLD_WINDOW) -> bool:
     """Within one percentage point of the promotion threshold, where one more measurement decides."""
-    value = _number(speedup)
+    value = number(speedup)
     return value is not None and abs(value - min_speedup) <= window + _EPSILON
 
 
 def clearly_slow(speedup: float | None, min_speedup: float, window: float = NEAR_THRESHOLD_WINDOW) -> bool:
     """Below the threshold by more than the near-threshold window: no deep profile is worth its time."""
-    value = _number(speedup)
+    value = number(speedup)
     return value is not None and value < min_speedup - window - _EPSILON
 
 
@@ -131,7 +127,7 @@ def measurements_disagree(
     Two available speedups disagree when their ratio is off 1 by more than `tolerance`. Fewer than two
     available measurements cannot disagree.
     """
-    named = [(name, _number(value)) for name, value in
+    named = [(name, number(value)) for name, value in
              (("benchmark", benchmark_speedup), ("proton", proton_speedup), ("ncu", ncu_speedup))]
     available = [(name, value) for name, value in named if value is not None and value > 0]
     worst: tuple[float, str, float, str, float] | None = None
@@ -195,33 +191,3 @@ def profile_deltas(candidate: Mapping[str, Any] | None, incumbent: Mapping[str, 
         relative = absolute / theirs if absolute is not None and theirs not in (None, 0.0) else None
         deltas[key] = {"candidate": mine, "incumbent": theirs, "delta": absolute, "relative": relative}
     return deltas
-
-
-def _fmt(value: float | None) -> str:
-    return "null" if value is None else format(value, ".5g")
-
-
-def format_profile_for_log(profile: Mapping[str, Any] | None, deltas: Mapping[str, Mapping[str, Any]] | None) -> str:
-    """One compact `key=value` line: Proton attribution, NCU summary, then deltas against the incumbent.
-
-    `native_profiler=unavailable` replaces the NCU figures when there is no NCU duration; likewise
-    `proton=unavailable`. Deltas print as `delta.<key>=<abs>(<rel>%)`, null deltas are left out.
-    """
-    parts: list[str] = []
-    proton_block = profile.get("proton") if isinstance(profile, Mapping) else None
-    if isinstance(proton_block, Mapping) and proton_block.get("available", True):
-        parts += [f"proton.{field}={_fmt(profile_value(profile, 'proton', field))}" for field in PROTON_LOG_FIELDS]
-    else:
-        parts.append("proton=unavailable")
-    if ncu_duration_us(profile) is None:
-        parts.append("native_profiler=unavailable")
-    else:
-        parts += [f"ncu.{field}={_fmt(profile_value(profile, 'ncu', field))}" for field in NCU_LOG_FIELDS]
-    for key, entry in (deltas or {}).items():
-        absolute = _number(entry.get("delta")) if isinstance(entry, Mapping) else None
-        if absolute is None:
-            continue
-        relative = _number(entry.get("relative"))
-        suffix = "" if relative is None else f"({relative * 100:+.2f}%)"
-        parts.append(f"delta.{key}={absolute:+.5g}{suffix}")
-    return " ".join(parts)

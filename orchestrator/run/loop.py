@@ -14,8 +14,8 @@ import uuid
 import trio
 
 from orchestrator.bundle.inputs import Inputs, freeze_bundle
-from orchestrator.decision.bootstrap import measurement_schedule
 from orchestrator.decision.gates import Verdict
+from orchestrator.decision.schedule import measurement_schedule
 from orchestrator.decision.time_budget import candidate_fits, expected_candidate_seconds, revalidation_reserve
 from orchestrator.providers.base import (
     CandidateProvider,

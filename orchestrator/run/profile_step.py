@@ -60,7 +60,7 @@ async def profile_evidence(evaluator: Evaluator, state: RunState, record: Experi
         deltas = profile_rules.profile_deltas(mine, theirs)
         profiles[case_id] = {"profile": mine, "deltas": deltas}
         evaluator.log.event(f"{record.experiment_id} profile case={case_id} "
-                       + profile_rules.format_profile_for_log(mine, deltas))
+                       + reporting.format_profile_for_log(mine, deltas))
         veto = veto or profile_rules.ncu_regression_veto(mine, theirs)
         unchecked = profile_rules.ncu_veto_unavailable_reason(mine, theirs)
         if unchecked:

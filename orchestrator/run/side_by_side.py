@@ -12,7 +12,8 @@ from pathlib import Path
 import trio
 
 from orchestrator.decision.confirmation import confirm_until_decided
-from orchestrator.decision.gates import BetweenRunNoise, Verdict, decide, noise_from_history
+from orchestrator.decision.gates import Verdict, decide
+from orchestrator.decision.noise import BetweenRunNoise, noise_from_history
 from orchestrator.run.evaluator import Evaluator
 from orchestrator.run.ledger import reporting
 from orchestrator.run.state import RunState

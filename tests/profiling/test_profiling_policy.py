@@ -8,7 +8,6 @@ import pytest
 
 from orchestrator.decision.profile_rules import (
     deep_profile_reasons,
-    format_profile_for_log,
     kernel_speedups,
     measurements_disagree,
     ncu_regression_veto,
@@ -16,6 +15,7 @@ from orchestrator.decision.profile_rules import (
     near_threshold,
     profile_deltas,
 )
+from orchestrator.run.ledger.reporting import format_profile_for_log
 
 
 def _profile(duration=None, *, main=None, wrapper=None, non_main=None, sm=None, dram=None, occupancy=None,

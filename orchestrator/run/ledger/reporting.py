@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.decision import profile_rules as profiling_policy
+from orchestrator.decision.profile_rules import ncu_duration_us, number, profile_value
 from orchestrator.run.ledger.live_log import quote
 from protocol.results import (
     CandidateMetadata,
@@ -42,7 +43,7 @@ def profile_tokens(profile: dict[str, Any] | None) -> str:
     """Proton attribution and the NCU summary as `,key=value` tokens (the same figures as the profile lines)."""
     if not profile:
         return ""
-    tokens = profiling_policy.format_profile_for_log(profile, None).split()
+    tokens = format_profile_for_log(profile, None).split()
     if profile.get("error"):
         tokens.append(f"profile.error={quote(profile['error'], 120)}")
     return "," + ",".join(tokens)
@@ -125,3 +126,39 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                      winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
                      final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,
                      output_dir=str(output_dir))
+
+
+# Profile lines are bottleneck-neutral: measured numbers and deltas, not a diagnosis.
+PROTON_LOG_FIELDS = ("wrapper_us", "main_kernel_us", "non_main_kernel_us")
+NCU_LOG_FIELDS = ("duration_us", "sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct",
+                  "registers_per_thread", "local_load_bytes", "local_store_bytes")
+
+
+def _fmt(value: float | None) -> str:
+    return "null" if value is None else format(value, ".5g")
+
+
+def format_profile_for_log(profile: Mapping[str, Any] | None, deltas: Mapping[str, Mapping[str, Any]] | None) -> str:
+    """One compact `key=value` line: Proton attribution, NCU summary, then deltas against the incumbent.
+
+    `native_profiler=unavailable` replaces the NCU figures when there is no NCU duration; likewise
+    `proton=unavailable`. Deltas print as `delta.<key>=<abs>(<rel>%)`, null deltas are left out.
+    """
+    parts: list[str] = []
+    proton_block = profile.get("proton") if isinstance(profile, Mapping) else None
+    if isinstance(proton_block, Mapping) and proton_block.get("available", True):
+        parts += [f"proton.{field}={_fmt(profile_value(profile, 'proton', field))}" for field in PROTON_LOG_FIELDS]
+    else:
+        parts.append("proton=unavailable")
+    if ncu_duration_us(profile) is None:
+        parts.append("native_profiler=unavailable")
+    else:
+        parts += [f"ncu.{field}={_fmt(profile_value(profile, 'ncu', field))}" for field in NCU_LOG_FIELDS]
+    for key, entry in (deltas or {}).items():
+        absolute = number(entry.get("delta")) if isinstance(entry, Mapping) else None
+        if absolute is None:
+            continue
+        relative = number(entry.get("relative"))
+        suffix = "" if relative is None else f"({relative * 100:+.2f}%)"
+        parts.append(f"delta.{key}={absolute:+.5g}{suffix}")
+    return " ".join(parts)

@@ -1,0 +1,412 @@
+"""Decide a recorded run's experiments again from its records, without a worker.
+
+Kernel Tuner replays a search from its cache; this replays the promotion policy from a run's records, so a
+change to the policy can be tried on real runs in milliseconds. Each measured experiment is decided again
+by the real code (`gates.decide`, `noise.noise_from_history`, `confirmation.confirm_until_decided`) on
+the inputs the run had at that moment:
+- its candidate (or final) and incumbent runs: the `--schedule` runs first, then each confirmation pair,
+  deciding again after every pair as the run did;
+- the between-run noise learnt from every benchmarked run before that decision, in evaluation order,
+  grouped by the normalized digest of the source measured (an incumbent's is its parent record's);
+- the recorded test seed, and the profile veto when the record's profile gate failed (the profiles are
+  not judged again).
+Duplicates and failed proposals had no measurement and are carried over as recorded. A `Policy` override
+shows which decisions would change; where one changes the incumbent the run diverges, and later rows judge
+measurements that such a run would not have made (`after_divergence`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Coroutine, Sequence
+from typing import Any, Literal
+
+from pydantic import Field
+
+from orchestrator.decision.confirmation import confirm_until_decided
+from orchestrator.decision.gates import Verdict, decide
+from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, noise_from_history
+from orchestrator.decision.schedule import measurement_schedule
+from protocol.base import StrictModel
+from protocol.bundle import Budget, Case
+from protocol.results import (
+    CaseMeasurement,
+    Decision,
+    DecisionStatus,
+    Evaluation,
+    EvaluationStatus,
+    ExperimentRecord,
+)
+
+# Labels of the runs the loop benchmarks: only these feed its between-run noise (deep profiles, commit
+# checks and diagnostic traces run with benchmark=False).
+BENCHMARKED_LABELS = frozenset({"baseline", "candidate", "incumbent", "final"})
+TOLERANCE = 1e-9
+SEED = re.compile(r"\bseed (\d+)\b")  # the end of `PromotionTest.method`
+VETO = "profile veto: "  # how `decide` words a failed profile gate
+
+
+class Policy(StrictModel):
+    """What to decide with instead of what each decision used; None keeps the recorded value.
+
+    `noise_model`: "recorded" uses the model each record was decided with (learnt from the run's history
+    when it records `between_run_noise`, the floor alone before that); "learned" and "floor" force one.
+    """
+
+    min_speedup: float | None = Field(default=None, ge=1.0)
+    confidence: float | None = Field(default=None, gt=0.5, lt=1.0)
+    max_cv: float | None = Field(default=None, ge=0.0)
+    noise_floor: float | None = Field(default=None, ge=0.0)
+    noise_model: Literal["recorded", "learned", "floor"] = "recorded"
+
+    @property
+    def overrides(self) -> bool:
+        return self != Policy()
+
+    @property
+    def changes_the_test(self) -> bool:
+        """Would the noise test's lower bound change? (`min_speedup` and `max_cv` leave it as it is.)"""
+        return self.confidence is not None or self.noise_floor is not None or self.noise_model != "recorded"
+
+
+class RecordedSettings(StrictModel):
+    """The run's settings that decisions depend on, from its run.json; without one, the run's defaults."""
+
+    min_speedup: float = Budget().min_speedup
+    max_cv: float = Budget().max_cv
+    schedule: str = "aba"  # the `--schedule` default
+    confirm_pairs: int | None = None  # None: as many pairs as each record holds
+    source: str = "defaults"
+
+
+class DecisionView(StrictModel):
+    """The fields of one decision that a replay compares."""
+
+    status: DecisionStatus
+    gates: dict[str, bool] = Field(default_factory=dict)
+    aggregate_speedup: float | None = None
+    lower_bound: float | None = None
+    learned_sd: float | None = None
+    noise_dof: int | None = None
+    reason: str | None = None
+
+
+class ExperimentReplay(StrictModel):
+    experiment_id: str
+    replayed: bool  # False: no measurement to decide on (duplicate, failed proposal); carried over
+    recorded: DecisionView
+    simulated: DecisionView | None  # None: the records cannot be decided again (the notes say why)
+    match: bool
+    first_difference: str | None = None
+    carried: list[str] = Field(default_factory=list)  # inputs taken from the record, not rebuilt
+    notes: list[str] = Field(default_factory=list)
+    after_divergence: bool = False
+
+
+class RunReplay(StrictModel):
+    experiments: list[ExperimentReplay]
+    all_match: bool
+    policy: Policy
+    settings: RecordedSettings
+    diverges_at: str | None = None  # the first experiment whose promotion this policy decides otherwise
+    notes: list[str] = Field(default_factory=list)
+
+
+class _RunMedians:
+    """The loop's `run_medians`: digest -> case -> the median of every benchmarked run, in run order."""
+
+    def __init__(self) -> None:
+        self.by_source: dict[str, dict[str, list[float]]] = {}
+
+    def add(self, digest: str, evaluation: Evaluation) -> None:
+        if evaluation.status is not EvaluationStatus.OK or evaluation.label not in BENCHMARKED_LABELS:
+            return
+        per_case = self.by_source.setdefault(digest, {})
+        for measured in evaluation.cases:
+            if measured.stats is not None:
+                per_case.setdefault(measured.case_id, []).append(measured.stats.median)
+
+    def noise(self, confidence: float, floor: float) -> BetweenRunNoise:
+        # grouped like the run's noise() (orchestrator/run/side_by_side.py): sources in first-seen order
+        groups: dict[str, list[list[float]]] = {}
+        for per_case in self.by_source.values():
+            for case_id, medians in per_case.items():
+                groups.setdefault(case_id, []).append(medians)
+        return noise_from_history(groups, confidence=confidence, floor=floor)
+
+
+def split_runs(evaluations: Sequence[Evaluation], schedule: Sequence[str],
+               role: str) -> tuple[list[Evaluation], list[list[Evaluation]]]:
+    """The schedule's runs, then the confirmation pairs (candidate, incumbent) measured after them.
+
+    A failed candidate run ends the measurement (no incumbent runs after it), and a pair with a failed
+    run ends the confirmation; records that do not fit this shape raise ValueError."""
+    runs = list(evaluations)
+    position = 0
+
+    def take(label: str) -> Evaluation:
+        nonlocal position
+        if position >= len(runs) or runs[position].label != label:
+            found = runs[position].label if position < len(runs) else "nothing"
+            raise ValueError(f"run {position} should be {label!r} by the schedule and its pairs, found {found!r} "
+                             f"(labels: {[e.label for e in runs]})")
+        position += 1
+        return runs[position - 1]
+
+    initial: list[Evaluation] = []
+    for side in schedule:
+        initial.append(take(role if side == "candidate" else "incumbent"))
+        if side == "candidate" and initial[-1].status is not EvaluationStatus.OK:
+            break
+    pairs: list[list[Evaluation]] = []
+    ended = any(e.status is not EvaluationStatus.OK for e in initial if e.label == role)
+    while position < len(runs) and not ended:
+        pair = [take(role)]
+        if pair[0].status is EvaluationStatus.OK:
+            pair.append(take("incumbent"))
+        pairs.append(pair)
+        ended = any(e.status is not EvaluationStatus.OK for e in pair)
+    if position < len(runs):
+        raise ValueError(f"{len(runs) - position} run(s) recorded after the measurement had ended "
+                         f"(labels: {[e.label for e in runs]})")
+    return initial, pairs
+
+
+def recorded_seed(statistics: dict[str, Any]) -> int | None:
+    """The promotion test's seed: its own field where the record has one, else the end of `method`."""
+    if isinstance(statistics.get("seed"), int):
+        return statistics["seed"]
+    found = SEED.search(str(statistics.get("method", "")))
+    return int(found.group(1)) if found else None
+
+
+def samples_dropped(evaluation: Evaluation) -> bool:
+    """A file that kept each run's statistics but not its raw samples (as some docs/data files do)."""
+    return evaluation.status is EvaluationStatus.OK and any(
+        m.stats is not None and m.stats.n > 0 and not m.samples_us for m in evaluation.cases)
+
+
+def _one_sample_per_run(evaluation: Evaluation) -> Evaluation:
+    """Each run reduced to its median: `decide` needs samples to run its test, but every gate other than
+    the noise gate, and the aggregate, read only the recorded stats, which stay as they are."""
+    cases = [m.model_copy(update={"samples_us": [m.stats.median]}) if m.stats is not None and not m.samples_us
+             else m for m in evaluation.cases]
+    return evaluation.model_copy(update={"cases": cases})
+
+
+def _with_recorded_noise_gate(verdict: Verdict, statistics: dict[str, Any]) -> Verdict:
+    """The verdict with the recorded test's noise gate in place of the one decided on medians alone."""
+    if verdict.test is None:
+        return verdict
+    gates = {**verdict.decision.gates, "noise": bool(statistics.get("passes_noise"))}
+    status = DecisionStatus.PROMOTED if all(gates.values()) else DecisionStatus.REJECTED
+    return Verdict(Decision(status=status, reason="", gates=gates), verdict.comparisons, verdict.aggregate_speedup,
+                   None)
+
+
+def _run_to_completion(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Drive a coroutine that never suspends (the replay's measure_pair only hands over recorded runs)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("the confirmation replay suspended; it must not wait on anything")
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
+
+
+def first_difference(recorded: DecisionView, simulated: DecisionView) -> str | None:
+    """The first compared field that differs: status, a gate, the aggregate, the lower bound, the noise."""
+    if recorded.status != simulated.status:
+        return "status"
+    for gate in [*recorded.gates, *(g for g in simulated.gates if g not in recorded.gates)]:
+        if recorded.gates.get(gate) != simulated.gates.get(gate):
+            return f"gates.{gate}"
+    for name in ("aggregate_speedup", "lower_bound", "learned_sd"):
+        if not _close(getattr(recorded, name), getattr(simulated, name)):
+            return name
+    return "noise_dof" if recorded.noise_dof != simulated.noise_dof else None
+
+
+def recorded_view(record: ExperimentRecord) -> DecisionView:
+    assert record.decision is not None
+    statistics = record.statistics
+    noise = statistics.get("between_run_noise") or {}
+    return DecisionView(status=record.decision.status, gates=record.decision.gates,
+                        aggregate_speedup=record.aggregate_speedup, lower_bound=statistics.get("lower_bound"),
+                        learned_sd=noise.get("learned_sd"), noise_dof=noise.get("dof"), reason=record.decision.reason)
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _promotes(experiment_id: str, status: DecisionStatus) -> bool:
+    return status is (DecisionStatus.REVALIDATED if experiment_id == "final" else DecisionStatus.PROMOTED)
+
+
+class _Replay:
+    def __init__(self, experiments: Sequence[ExperimentRecord], cases: Sequence[Case], settings: RecordedSettings,
+                 policy: Policy) -> None:
+        self.cases = list(cases)
+        self.settings = settings
+        self.policy = policy
+        self.schedule = measurement_schedule(settings.schedule)
+        self.history = _RunMedians()
+        self.digests = {e.experiment_id: e.normalized_sha256 or f"experiment:{e.experiment_id}" for e in experiments}
+        recorded = [e.statistics for e in experiments if e.statistics]
+        self.run_confidence = _first(*(s.get("confidence") for s in recorded), 0.99)
+        self.run_learns = any("between_run_noise" in s for s in recorded)
+
+    def digest(self, experiment_id: str | None, notes: list[str]) -> str:
+        if experiment_id in self.digests:
+            return self.digests[experiment_id]
+        notes.append(f"no record of {experiment_id!r}: its runs are grouped apart in the noise history")
+        return f"experiment:{experiment_id}"
+
+    def add_history(self, digests: dict[str, str], evaluations: Sequence[Evaluation]) -> None:
+        for evaluation in evaluations:
+            self.history.add(digests.get(evaluation.label, "unknown"), evaluation)
+
+    def carried(self, record: ExperimentRecord) -> ExperimentReplay:
+        view = recorded_view(record)
+        return ExperimentReplay(experiment_id=record.experiment_id, replayed=False, recorded=view, simulated=view,
+                                match=True, carried=["decision (no measurement)"])
+
+    def experiment(self, record: ExperimentRecord) -> ExperimentReplay:
+        role = "final" if record.experiment_id == "final" else "candidate"
+        measured = [e for e in record.evaluations if e.label in (role, "incumbent")]
+        if not any(e.label == role for e in measured):
+            return self.carried(record)
+        notes: list[str] = []
+        digests = {role: self.digest(record.experiment_id, notes),
+                   "incumbent": self.digest("baseline" if role == "final" else record.parent_id, notes)}
+        view, carried = self.decide(record, role, measured, digests, notes)
+        recorded = recorded_view(record)
+        difference = first_difference(recorded, view) if view is not None else "records"
+        return ExperimentReplay(experiment_id=record.experiment_id, replayed=True, recorded=recorded, simulated=view,
+                                match=difference is None, first_difference=difference, carried=carried, notes=notes)
+
+    def decide(self, record: ExperimentRecord, role: str, measured: list[Evaluation], digests: dict[str, str],
+               notes: list[str]) -> tuple[DecisionView | None, list[str]]:
+        statistics, policy, carried = record.statistics, self.policy, []
+        try:
+            initial, pairs = split_runs(measured, self.schedule, role)
+        except ValueError as exc:
+            self.add_history(digests, measured)  # the run measured them all the same
+            notes.append(f"not decided again: {exc}")
+            return None, carried
+        medians_only = any(samples_dropped(e) for e in measured)
+        if medians_only and (pairs or policy.changes_the_test):
+            self.add_history(digests, measured)
+            notes.append("not decided again: the raw samples were dropped from this file, and "
+                         + ("its confirmation pairs were decided on noise tests that cannot be re-run" if pairs
+                            else "a confidence or noise override needs the noise test re-run"))
+            return None, carried
+        if medians_only:
+            carried.append("noise gate and lower bound (raw samples dropped from this file)")
+            measured = [_one_sample_per_run(e) for e in measured]
+            initial, pairs = split_runs(measured, self.schedule, role)
+
+        learned = policy.noise_model == "learned" or (
+            policy.noise_model == "recorded" and ("between_run_noise" in statistics if statistics else self.run_learns))
+        floor = _first(policy.noise_floor, (statistics.get("between_run_noise") or {}).get("floor"),
+                       statistics.get("noise_floor"), DEFAULT_NOISE_FLOOR)
+        confidence = _first(policy.confidence, statistics.get("confidence"), self.run_confidence)
+        budget = Budget(min_speedup=_first(policy.min_speedup, statistics.get("min_speedup"), self.settings.min_speedup),
+                        max_cv=_first(policy.max_cv, self.settings.max_cv))
+        seed = recorded_seed(statistics)
+        veto = None
+        if record.decision is not None and record.decision.gates.get("profile") is False:
+            reason = record.decision.reason
+            veto = reason.removeprefix(VETO) if reason.startswith(VETO) else "the recorded profile gate failed"
+            carried.append("profile veto")
+
+        def noise_now() -> BetweenRunNoise:
+            return self.history.noise(confidence, floor) if learned else BetweenRunNoise(floor=floor)
+
+        def verdict(runs: list[Evaluation], noise: BetweenRunNoise, profile_veto: str | None = None) -> Verdict:
+            decided = decide(self.cases, [e for e in runs if e.label == role],
+                             [e for e in runs if e.label == "incumbent"], budget, profile_veto=profile_veto,
+                             test_seed=seed or 0, confidence=confidence, noise=noise)
+            return _with_recorded_noise_gate(decided, statistics) if medians_only else decided
+
+        runs = list(initial)
+        self.add_history(digests, runs)
+        noise = noise_now()
+        remaining = list(pairs)
+
+        async def measure_pair(_pair: int) -> bool:
+            pair = remaining.pop(0)
+            runs.extend(pair)
+            self.add_history(digests, pair)
+            return all(e.status is EvaluationStatus.OK for e in pair)
+
+        def decide_again() -> Verdict:
+            nonlocal noise
+            noise = noise_now()
+            return verdict(runs, noise)
+
+        final, _pairs = _run_to_completion(confirm_until_decided(
+            verdict(runs, noise), max_pairs=_first(self.settings.confirm_pairs, len(pairs)),
+            measure_pair=measure_pair, decide_again=decide_again, can_afford_pair=lambda: bool(remaining),
+            on_skip=lambda _why: notes.append("this policy would measure another confirmation pair; none is recorded")))
+        if remaining:
+            notes.append(f"{len(remaining)} recorded confirmation pair(s) not asked for by this policy")
+            for pair in remaining:  # measured all the same: later decisions learnt from them
+                self.add_history(digests, pair)
+        if veto is not None:
+            final = verdict(runs, noise, veto)
+        if final.test is not None and seed is None:
+            notes.append("the record holds no test seed: the test ran with seed 0")
+        return self.view(record, final, noise, learned, medians_only), carried
+
+    @staticmethod
+    def view(record: ExperimentRecord, verdict: Verdict, noise: BetweenRunNoise, learned: bool,
+             medians_only: bool) -> DecisionView:
+        status = verdict.decision.status
+        if record.experiment_id == "final":  # the loop's revalidation: a promotion confirms the finalist
+            status = DecisionStatus.REVALIDATED if status is DecisionStatus.PROMOTED else DecisionStatus.REJECTED
+        tested = verdict.test is not None or (medians_only and verdict.decision.gates.get("correct", False))
+        return DecisionView(
+            status=status, gates=verdict.decision.gates, aggregate_speedup=verdict.aggregate_speedup,
+            lower_bound=record.statistics.get("lower_bound") if medians_only else
+            (verdict.test.lower_bound if verdict.test else None),
+            learned_sd=noise.learned_sd if learned and tested else None,
+            noise_dof=noise.dof if learned and tested else None,
+            reason=None if medians_only else verdict.decision.reason)
+
+
+def simulate_run(experiments: Sequence[ExperimentRecord], cases: Sequence[Case], *,
+                 settings: RecordedSettings | None = None, policy: Policy | None = None) -> RunReplay:
+    """Decide every experiment of a run again, in record order (the order the run measured them in)."""
+    settings = settings or RecordedSettings()
+    policy = policy or Policy()
+    replay = _Replay(experiments, cases, settings, policy)
+    rows: list[ExperimentReplay] = []
+    notes: list[str] = []
+    if settings.source == "defaults":
+        notes.append(f"no run.json: max_cv {settings.max_cv}, schedule {settings.schedule!r} and the confirmation "
+                     "pairs each record holds are taken as the run's settings")
+    diverges_at: str | None = None
+    for record in experiments:
+        if record.experiment_id == "baseline":
+            replay.add_history({"baseline": replay.digests["baseline"]}, record.evaluations)
+            continue
+        if record.decision is None:
+            notes.append(f"{record.experiment_id} has no decision (the run stopped while measuring it); skipped")
+            continue
+        row = replay.experiment(record)
+        row.after_divergence = diverges_at is not None
+        if diverges_at is None and row.simulated is not None and (
+                _promotes(row.experiment_id, row.recorded.status) != _promotes(row.experiment_id, row.simulated.status)):
+            diverges_at = row.experiment_id
+        rows.append(row)
+    return RunReplay(experiments=rows, all_match=all(row.match for row in rows), policy=policy, settings=settings,
+                     diverges_at=diverges_at, notes=notes)
