@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from protocol.bundle import Target
+from protocol.bundle import BundleError, Target
 
 CPU = "cpu"
 CUDA = "cuda"
@@ -66,6 +66,16 @@ def resolve_arch(name: str) -> ArchSpec:
         known = sorted(ALIASES)
         raise ValueError(f"--arch {name!r} is not a known architecture; use one of {', '.join(known)}")
     return spec
+
+
+def resolve_arch_flag(value: str | None) -> ArchSpec | None:
+    """`--arch` as given on a command line (None when absent); an unknown name is a `BundleError`."""
+    if value is None:
+        return None
+    try:
+        return resolve_arch(value)
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
 
 
 @dataclass
@@ -143,15 +153,12 @@ def _device_index(target: Target) -> int:
 def run_probe(worker_python: str, target: Target, parent_env: Mapping[str, str]) -> dict[str, object]:
     """Ask the worker's interpreter, under the worker's environment rules plus the target's environment,
     which torch and which GPU it sees."""
-    from orchestrator.worker.environment import build_worker_environment
-    from orchestrator.worker.evaluation import PROJECT_ROOT
+    from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
 
     with tempfile.TemporaryDirectory(prefix="tlx-agent-probe-") as scratch:
         scratch_path = Path(scratch)
-        for sub in ("home", "tmp", "triton_cache"):
-            (scratch_path / sub).mkdir()
-        env, _refused = build_worker_environment(parent_env, target.environment, scratch=scratch_path,
-                                                 token="probe", pythonpath=PROJECT_ROOT)
+        make_scratch_dirs(scratch_path)
+        env, _refused = build_worker_environment(parent_env, target.environment, scratch=scratch_path, token="probe")
         try:
             completed = subprocess.run([worker_python, "-s", "-c", PROBE_SOURCE, str(_device_index(target))],
                                        capture_output=True, text=True, env=env, cwd=scratch,

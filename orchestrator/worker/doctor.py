@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-import sandbox_worker
+from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
 from sandbox_worker.isolation.netns import listen_on_loopback
 
 LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
@@ -41,21 +41,6 @@ class ProbeReport:
 
 def _failed(reason: str) -> ProbeReport:
     return ProbeReport(layers=dict.fromkeys(LAYERS, f"unavailable:probe failed: {reason}"))
-
-
-def _probe_environment(scratch: Path) -> dict[str, str]:
-    """What a worker gets: nothing of ours beyond PATH and locale, its own HOME/TMPDIR/Triton cache."""
-    package_root = str(Path(sandbox_worker.__file__).resolve().parent.parent)
-    return {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "LANG": os.environ.get("LANG", "C.UTF-8"),
-        "HOME": str(scratch / "home"),
-        "TMPDIR": str(scratch / "tmp"),
-        "TRITON_CACHE_DIR": str(scratch / "triton_cache"),
-        "PYTHONPATH": package_root,
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONNOUSERSITE": "1",
-    }
 
 
 def _absolute_python(python: str) -> str:
@@ -100,6 +85,9 @@ async def run_probe(python: str, mode: str, *, timeout: float = PROBE_TIMEOUT_SE
         scratch, outside = Path(root) / "scratch", Path(root) / "outside"
         for directory in (scratch, outside):
             directory.mkdir(mode=0o700)
+        make_scratch_dirs(scratch)
+        # a worker's environment (one allow-list), without a target's: the probe runs no bundle
+        environment, _refused = build_worker_environment(os.environ, scratch=scratch, token="doctor-probe")
         (outside / "existing.txt").write_text("must stay untouched\n")
         listener = listen_on_loopback(backlog=8)
         port = listener.getsockname()[1] if listener else None
@@ -108,7 +96,7 @@ async def run_probe(python: str, mode: str, *, timeout: float = PROBE_TIMEOUT_SE
                 completed = await trio.run_process(
                     probe_command(python, mode, scratch, outside, port),
                     stdin=subprocess.DEVNULL, capture_stdout=True, capture_stderr=True, check=False,
-                    env=_probe_environment(scratch), cwd=str(scratch), start_new_session=True,
+                    env=environment, cwd=str(scratch), start_new_session=True,
                 )
         except OSError as exc:
             return _failed(f"cannot start {python}: {exc.strerror or exc}")

@@ -24,25 +24,24 @@ RESERVED = frozenset({
 })
 
 
+# On every worker's PYTHONPATH: the checkout that holds sandbox_worker/ (and its harness kit).
+PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+# The scratch directories HOME, TMPDIR and TRITON_CACHE_DIR name; they exist before the child starts.
+SCRATCH_DIRS = ("home", "tmp", "triton_cache")
+
+
+def make_scratch_dirs(scratch: Path) -> None:
+    for sub in SCRATCH_DIRS:
+        (scratch / sub).mkdir(parents=True, exist_ok=True)
+
+
 def is_secret_name(name: str) -> bool:
     return bool(SECRET_PATTERN.search(name)) or name.startswith(("GIT_", "HG", "SSH_", "AWS_", "GH_", "GITHUB_"))
 
 
-def build_worker_environment(
-    parent: Mapping[str, str],
-    target_environment: Mapping[str, str],
-    *,
-    scratch: Path,
-    token: str,
-    pythonpath: str,
-) -> tuple[dict[str, str], list[str]]:
-    """Return the worker's environment and the names dropped from the target's environment (with why)."""
-    env = {
-        name: value
-        for name, value in parent.items()
-        if (name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)) and not is_secret_name(name)
-        and name not in RESERVED
-    }
+def _split_target_environment(target_environment: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """(the target's variables a worker gets, the names it does not get, each with why)."""
+    accepted: dict[str, str] = {}
     refused: list[str] = []
     for name, value in target_environment.items():
         if name in RESERVED:
@@ -50,7 +49,33 @@ def build_worker_environment(
         elif is_secret_name(name):
             refused.append(f"{name} (looks like a credential)")
         else:
-            env[name] = value
+            accepted[name] = value
+    return accepted, refused
+
+
+def build_worker_environment(
+    parent: Mapping[str, str],
+    target_environment: Mapping[str, str] | None = None,
+    *,
+    scratch: Path,
+    token: str,
+    pythonpath: str = PROJECT_ROOT,
+) -> tuple[dict[str, str], list[str]]:
+    """Return the worker's environment and the names dropped from the target's environment (with why).
+
+    Every child that stands in for a worker gets its environment here (evaluations, the device probe in
+    orchestrator/bundle/arch.py, the isolation probe in orchestrator/worker/doctor.py), so there is one
+    allow-list. `target_environment=None`: a child that runs no bundle, so no target.json environment.
+    `scratch` must hold SCRATCH_DIRS (`make_scratch_dirs`).
+    """
+    env = {
+        name: value
+        for name, value in parent.items()
+        if (name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)) and not is_secret_name(name)
+        and name not in RESERVED
+    }
+    accepted, refused = _split_target_environment(target_environment or {})
+    env.update(accepted)
     env.update({
         "TLX_WORKER_TOKEN": token,
         "TLX_WORKER_SCRATCH": str(scratch),
@@ -69,6 +94,4 @@ def build_worker_environment(
 
 def refused_target_environment(target_environment: Mapping[str, str]) -> list[str]:
     """The target.json environment names a worker will not get, each with why (logged and in run.json)."""
-    _env, refused = build_worker_environment({}, target_environment, scratch=Path("/nonexistent"), token="",
-                                             pythonpath="")
-    return refused
+    return _split_target_environment(target_environment)[1]

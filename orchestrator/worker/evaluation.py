@@ -16,12 +16,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
 from orchestrator.decision.statistics import sample_stats
-from orchestrator.worker.environment import build_worker_environment
+from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
 from orchestrator.worker.process import (
     OutputCapture,
     ProtocolViolation,
@@ -52,7 +52,6 @@ from protocol.worker import (
     VerifyValue,
 )
 
-PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 # An honest worker answers shutdown at once (it is waiting in recv), so a short window, granted even
 # past a nearly spent deadline, is plenty; the same bound applies to the EOF that must follow `finished`.
 SHUTDOWN_MIN_SECONDS, SHUTDOWN_MAX_SECONDS = 2.0, 5.0
@@ -80,6 +79,18 @@ class EvaluationPlan:
     seed: int = field(default_factory=lambda: secrets.randbelow(2**31))
     log_limit_bytes: int = 1 << 20
     environment: dict[str, str] | None = None
+
+
+def sandbox_for(mode: Literal["strict", "standard", "off"], work_dir: Path, profile_dir: Path | None, *,
+                data_limit_bytes: int | None, phase_seconds: float) -> IsolationConfig:
+    """The isolation of one evaluation's worker, the same for a run's evaluations and the preflight's.
+
+    The worker may write its scratch `work_dir` and, when it profiles, `profile_dir`. RLIMIT_CPU is a
+    backstop behind the per-phase deadline (`phase_seconds`), so it is set well above it.
+    """
+    writable = [str(work_dir)] + ([str(profile_dir)] if profile_dir is not None else [])
+    return IsolationConfig(mode=mode, scratch_dir=str(work_dir), writable_dirs=writable,
+                           data_limit_bytes=data_limit_bytes, cpu_seconds=int(phase_seconds * 2) + 10)
 
 
 class _Stop(Exception):
@@ -302,19 +313,13 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
     await session.connection.ensure_closed(before=trio.current_time() + SHUTDOWN_MIN_SECONDS)
 
 
-def prepare_work_dir(work_dir: Path) -> None:
-    for sub in ("home", "tmp", "triton_cache"):
-        (work_dir / sub).mkdir(parents=True, exist_ok=True)
-
-
 async def run_evaluation(plan: EvaluationPlan, spawner: Spawner, parent_env: dict[str, str]) -> Evaluation:
     """Run one evaluation in one fresh worker; never raises for anything the worker does."""
     started = time.monotonic()
-    prepare_work_dir(plan.work_dir)
+    make_scratch_dirs(plan.work_dir)
     token = uuid.uuid4().hex
     env, _refused = build_worker_environment(
-        parent_env, {**plan.target.environment, **(plan.environment or {})}, scratch=plan.work_dir, token=token,
-        pythonpath=PROJECT_ROOT)
+        parent_env, {**plan.target.environment, **(plan.environment or {})}, scratch=plan.work_dir, token=token)
     log_path = plan.log_path
     launch = WorkerLaunch(argv=[plan.worker_python, "-s", "-m", "sandbox_worker"], env=env, cwd=plan.work_dir,
                           log_path=log_path, token=token, log_limit_bytes=plan.log_limit_bytes)
