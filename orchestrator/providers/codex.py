@@ -3,8 +3,9 @@
 Codex 0.171 is a Node wrapper around a native binary that retries forever when its endpoint is
 unreachable and that a plain timeout orphans. So each proposal runs in its own session (process group)
 under a trio deadline; on expiry the whole group gets SIGTERM, then SIGKILL, inside a shielded and bounded
-cleanup. Codex never sees the user's checkout, VCS credentials or a terminal: it gets a temporary
-workspace, a scrubbed environment and stdin from /dev/null.
+cleanup (`end_process_group` in orchestrator/worker/process_tree.py, which also ends workers). Codex never
+sees the user's checkout, VCS credentials or a terminal: it gets a temporary workspace, a scrubbed
+environment and stdin from /dev/null.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -20,7 +20,6 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import trio
 
 from orchestrator.providers.base import Proposal, ProposalContext, ProposalError, ProviderConfigError
@@ -31,8 +30,10 @@ from orchestrator.providers.contract import (
     metadata_json_schema,
     validate_proposal,
 )
-from orchestrator.providers.evidence import build_prompt, evidence_terms, one_line, redact_secrets
-from orchestrator.worker.process_tree import descendants
+from orchestrator.providers.prompt import build_prompt, evidence_terms
+from orchestrator.providers.redaction import redact_secrets
+from orchestrator.text import one_line, tail_lines
+from orchestrator.worker.process_tree import end_process_group
 
 CANDIDATE_FILE = "candidate.py"
 ORIGINAL_FILE = "original.py"
@@ -124,50 +125,6 @@ async def _drain(stream: trio.abc.ReceiveStream, buffer: _TailBuffer, done: trio
         done.set()
 
 
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes still in the process group `pgid`."""
-    members = []
-    for candidate in psutil.process_iter():
-        try:
-            if os.getpgid(candidate.pid) == pgid and _alive(candidate):
-                members.append(candidate.pid)
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return members
-
-
-def _signal_group(pgid: int, escapees: list[psutil.Process], sig: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)  # start_new_session=True made the child a group leader: pgid == pid
-    for child in escapees:  # children that left the group (setsid) are still in the snapshot
-        with suppress(psutil.Error):
-            child.send_signal(sig)
-
-
-async def terminate_process_group(process: trio.Process, grace_seconds: float = TERMINATE_GRACE_SECONDS) -> None:
-    """SIGTERM the child's process group, wait up to `grace_seconds`, then SIGKILL what is left; bounded.
-
-    The descendant snapshot is taken before any signal and only while the child is unreaped (its pid cannot
-    have been reused): once it dies its orphans are re-parented and no longer show up as its children.
-    """
-    pgid = process.pid
-    escapees = descendants(pgid) if process.returncode is None else []
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        _signal_group(pgid, escapees, sig)
-        with trio.move_on_after(grace_seconds):
-            await process.wait()
-            while _group_members(pgid) or any(_alive(child) for child in escapees):
-                await trio.sleep(0.05)
-            return
-
-
 async def run_codex(
     argv: list[str], *, cwd: Path, env: dict[str, str], deadline_seconds: float
 ) -> CodexOutcome:
@@ -197,7 +154,7 @@ async def run_codex(
             if deadline.cancelled_caught:
                 timed_out = True
                 with trio.CancelScope(shield=True):
-                    await terminate_process_group(process)
+                    await end_process_group(process, grace_seconds=TERMINATE_GRACE_SECONDS)
             # A grandchild may still hold the pipes: collect what is there, never wait for EOF.
             with trio.move_on_after(DRAIN_GRACE_SECONDS):
                 await drained[0].wait()
@@ -206,7 +163,7 @@ async def run_codex(
     finally:
         with trio.CancelScope(shield=True):
             # Also on a normal exit: helpers codex left behind in its group must not outlive the proposal.
-            await terminate_process_group(process, grace_seconds=0.5)
+            await end_process_group(process, grace_seconds=0.5)
             with trio.move_on_after(TERMINATE_GRACE_SECONDS):
                 await process.wait()
             for stream in (process.stdout, process.stderr):
@@ -230,8 +187,8 @@ def _read_workspace_file(path: Path, limit: int, what: str) -> bytes:
 
 
 def _stderr_tail(stderr: bytes, lines: int = 8) -> str:
-    text = stderr.decode("utf-8", errors="replace").replace("\x00", "")
-    tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    """The last stderr lines, joined on one line and redacted: what a failed codex said last."""
+    tail = tail_lines(stderr.decode("utf-8", errors="replace"), lines)
     return redact_secrets(one_line(" | ".join(tail), 1200)) if tail else "(no stderr output)"
 
 

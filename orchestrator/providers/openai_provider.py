@@ -21,7 +21,9 @@ from orchestrator.providers.contract import (
     metadata_from_json_text,
     validate_proposal,
 )
-from orchestrator.providers.evidence import build_prompt, evidence_terms, one_line, redact_secrets
+from orchestrator.providers.prompt import build_prompt, evidence_terms
+from orchestrator.providers.redaction import redact_secrets
+from orchestrator.text import one_line
 
 SYSTEM_MESSAGE = (
     "You are a GPU kernel performance engineer. You propose exactly one measured, testable change to a "

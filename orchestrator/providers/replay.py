@@ -18,6 +18,7 @@ from orchestrator.providers.base import (
     ProviderConfigError,
     ProviderExhausted,
 )
+from orchestrator.text import one_line
 from protocol.results import CandidateMetadata
 
 
@@ -52,7 +53,7 @@ class ReplayProvider:
         try:
             return CandidateMetadata.model_validate(json.loads(sidecar.read_text(encoding="utf-8")))
         except (OSError, json.JSONDecodeError, ValidationError) as exc:
-            raise ProposalError(f"metadata {sidecar.name} is invalid: {' '.join(str(exc).split())[:200]}") from None
+            raise ProposalError(f"metadata {sidecar.name} is invalid: {one_line(exc, 200)}") from None
 
     async def aclose(self) -> None:
         return None

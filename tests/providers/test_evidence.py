@@ -10,13 +10,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.providers.base import ProposalError
-from orchestrator.providers.evidence import (
-    MAX_PRIOR_EVIDENCE,
-    build_prompt,
-    classify_bottleneck,
-    exclusion_list,
-    redact_secrets,
-)
+from orchestrator.providers.bottleneck import classify_bottleneck
+from orchestrator.providers.history import exclusion_list
+from orchestrator.providers.prompt import MAX_PRIOR_EVIDENCE, build_prompt
+from orchestrator.providers.redaction import redact_secrets
 from orchestrator.run.prior_run import PriorRunError, load_prior_run
 from orchestrator.source_digest import normalized_digest
 from protocol.results import CaseComparison, DecisionStatus, EvaluationStatus

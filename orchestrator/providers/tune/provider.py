@@ -1,0 +1,47 @@
+"""`TuneProvider`: one knob move per proposal, chosen by the search policy and explained by its metadata."""
+
+from __future__ import annotations
+
+from orchestrator.providers.base import Proposal, ProposalContext, ProviderExhausted
+from orchestrator.providers.bottleneck import classify_bottleneck
+from orchestrator.providers.contract import validate_proposal
+from orchestrator.providers.prompt import evidence_terms
+from orchestrator.providers.tune.knobs import find_knobs
+from orchestrator.providers.tune.metadata import proposal_metadata
+from orchestrator.providers.tune.policy import Attempt, attempt_of, learn, rank_moves
+
+
+class TuneProvider:
+    """Evidence-driven single-knob tuning; proposals are sequential so each sees the last result."""
+
+    name = "tune"
+    concurrent = False
+
+    def __init__(self) -> None:
+        self._attempts: list[Attempt] = []
+
+    async def propose(self, context: ProposalContext) -> Proposal:
+        knobs = find_knobs(context.incumbent_source)
+        if not knobs:
+            raise ProviderExhausted(
+                "tune found no tunable knob (BLOCK*/TILE*/GROUP* constants, num_warps, num_stages, triton.Config)"
+            )
+        lessons = learn(self._attempts, context)
+        bottleneck, bottleneck_evidence = classify_bottleneck(context.incumbent_evaluation)
+        moves = rank_moves(context, knobs, lessons, bottleneck)
+        if not moves:
+            raise ProviderExhausted(
+                f"tune has no untried configuration left for {len(knobs)} knobs "
+                f"({', '.join(sorted({k.name for k in knobs}))})"
+            )
+        best = moves[0]
+        metadata = proposal_metadata(best.knob, best.direction, best.value, bottleneck, bottleneck_evidence,
+                                     lessons.notes, paired=best.paired)
+        proposal = validate_proposal(
+            best.source, metadata, context.incumbent_source, evidence_terms=evidence_terms(context)
+        )
+        self._attempts.append(attempt_of(best, context.round_index))
+        return proposal
+
+    async def aclose(self) -> None:
+        return None
