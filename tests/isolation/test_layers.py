@@ -108,10 +108,15 @@ def test_tcp_connect_to_a_listener_in_the_parents_namespace_fails(
         result['statuses'] = isolation.apply_layers(config)
         result['after'] = attempt(lambda: connect(args['port']))
         result['interfaces'] = [name for _, name in socket.if_nameindex()]
+        import fcntl, struct
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:  # SIOCGIFFLAGS on lo: IFF_UP?
+            lo = fcntl.ioctl(sock.fileno(), 0x8913, struct.pack('16sH22x', b'lo', 0))
+        result['loopback_up'] = bool(struct.unpack('16sH22x', lo)[1] & 1)
     """, make_config(sandbox_dirs), {"port": listener.getsockname()[1]})
     require_active(result["statuses"], "network")
     assert result["before"] == "ok"  # the listener was reachable, so the failure below is the layer's doing
-    assert result["after"] in ("ECONNREFUSED", "ENETUNREACH"), result
+    # the namespace's own loopback has no listener on that port; without loopback there is no route at all
+    assert result["after"] == ("ECONNREFUSED" if result["loopback_up"] else "ENETUNREACH"), result
     assert result["interfaces"] == ["lo"]
 
 
@@ -132,10 +137,11 @@ def test_writes_are_confined_to_scratch_and_its_writable_dirs(sandbox_dirs: dict
         result['move_out'] = attempt(lambda: os.replace(config['writable_dirs'][1] + '/moved.txt', out + '/m.txt'))
     """, make_config(sandbox_dirs), {"outside": str(sandbox_dirs["outside"])})
     require_active(result["statuses"], "filesystem")
-    denied = ("EACCES", "EPERM")
-    for key in ("create_outside", "append_outside", "unlink_outside", "mkdir_outside", "truncate_outside"):
-        assert result[key] in denied, (key, result)
-    assert result["move_out"] in (*denied, "EXDEV"), result
+    # Landlock refuses with EACCES; "active" means ABI >= 3 (REFER handled), where a rename into a directory
+    # without MAKE_REG is EACCES too (EACCES outranks EXDEV)
+    for key in ("create_outside", "append_outside", "unlink_outside", "mkdir_outside", "truncate_outside",
+                "move_out"):
+        assert result[key] == "EACCES", (key, result)
     for key in ("inside", "triton", "rename_across", "dev_null"):
         assert result[key] == "ok", (key, result)
     assert sorted(p.name for p in sandbox_dirs["outside"].iterdir()) == ["existing.txt"]
@@ -318,7 +324,8 @@ PROC_SNIPPET = """
             "except OSError as e: print(errno.errorcode[e.errno])"
     result['child_comm'] = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip()
     result['sysctl'] = attempt(lambda: write('/proc/sys/vm/swappiness', open('/proc/sys/vm/swappiness').read()))
-    result['parent_oom'] = attempt(lambda: write('/proc/%d/oom_score_adj' % os.getppid(), '0'))
+    parent_oom = '/proc/%d/oom_score_adj' % os.getppid()
+    result['parent_oom'] = attempt(lambda: write(parent_oom, open(parent_oom).read()))  # its own value: no CAP needed
 """
 
 
@@ -332,8 +339,9 @@ def test_a_root_worker_gets_proc_for_cuda_children_but_never_proc_sys(sandbox_di
     assert result["own_comm"] == "ok"
     assert result["child_comm"] == "ok"
     assert result["sysctl"] == "EROFS"
-    # Known, documented gap: same-uid /proc/<pid> files (oom_score_adj, comm) of other processes stay writable.
-    assert result["parent_oom"] in ("ok", "EACCES")
+    # Known, documented gap: with /proc/sys guarded, a root worker gets all of /proc (landlock.proc_write_scope),
+    # so same-uid /proc/<pid> files (oom_score_adj, comm) of other processes stay writable.
+    assert result["parent_oom"] == "ok"
 
 
 @pytest.fixture
