@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from orchestrator.text import one_line
 from protocol.results import CommitRecord
 
 ATTRIBUTION = "TLX agent authored"
@@ -50,11 +51,7 @@ def split_subject(text: str, fallback: str = DEFAULT_SUBJECT) -> tuple[str, str]
         lines.pop(0)
     first = " ".join(lines[0].split()) if lines else ""
     rest = "\n".join(lines[1:]).strip("\n")
-    return _truncate(first or fallback, SUBJECT_LIMIT), rest
-
-
-def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
+    return one_line(first or fallback, SUBJECT_LIMIT), rest
 
 
 def format_performance_table(rows: Sequence[PerformanceRow]) -> str:

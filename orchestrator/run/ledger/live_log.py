@@ -10,14 +10,13 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from orchestrator.text import one_line
+
 PREFIX = "[tlx-agent] "
 
 
 def quote(value: object, limit: int = 240) -> str:
-    text = " ".join(str(value).split())
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return repr(text)
+    return repr(one_line(value, limit))
 
 
 class LiveLog:
