@@ -14,11 +14,12 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
+from orchestrator.cli import simulate
 from orchestrator.cli.output import emit, fail
 from protocol.bundle import Budget, BundleError
 from protocol.outcome import ExitCode
 
-SUBCOMMANDS = ("optimize", "validate", "init-bundle", "schema", "doctor")
+SUBCOMMANDS = ("optimize", "validate", "init-bundle", "schema", "doctor", "simulate")
 
 
 class UsageError(Exception):
@@ -143,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="show which isolation layers this machine supports")
     doctor.add_argument("--worker-python", default=sys.executable)
     doctor.add_argument("--isolation", choices=("strict", "standard", "off"), default="standard")
+    simulate.add_arguments(sub.add_parser("simulate", help="decide a recorded run again from its records (no worker)"))
     return parser
 
 
@@ -159,7 +161,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in (*SUBCOMMANDS, "-h", "--help"):
-        argv = ["optimize", *argv]  # the seed calls the CLI with flags only
+        argv = ["optimize", *argv]  # agent skills call the CLI with flags only
     debug = "--debug" in argv
     try:
         args = build_parser().parse_args(argv)
@@ -173,12 +175,14 @@ def main(argv: list[str] | None = None) -> int:
             return ExitCode.OK
         if args.command == "doctor":
             return doctor_command(args)
+        if args.command == "simulate":
+            return simulate.simulate_main(args)
         if args.command == "validate":
-            from orchestrator.preflight.validate import validate_main
+            from orchestrator.cli.validate import validate_main
 
             return validate_main(args, argv)
         if args.command == "init-bundle":
-            from orchestrator.bundle.init_bundle import init_bundle_main
+            from orchestrator.cli.init_bundle import init_bundle_main
 
             return init_bundle_main(args)
         from orchestrator.cli.optimize import optimize_main

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from orchestrator.bundle.inputs import load_inputs, merge_budget
 from orchestrator.cli.output import emit, fail
-from orchestrator.preflight.validate import optimize_builtin, optimize_preflight
+from orchestrator.preflight.runner import optimize_builtin, optimize_preflight
 from orchestrator.providers.base import ProviderConfigError
 from orchestrator.providers.factory import create_provider
 from orchestrator.run.commit_step import CommitStep
@@ -95,7 +95,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
         except (OSError, ValueError) as exc:
             raise BundleError(f"--prior-run {config.prior_run} is invalid: {exc}") from None
         prior_digests, prior_evidence = prior.source_digests, prior.evidence
-    # Seed Layer 1 steps 4-6: --arch, --bundle-lock (no side effects yet), then the built-in preflight.
+    # Before any side effect: --arch and --bundle-lock; the built-in preflight comes once the output dir exists.
     device_view, arch, config.bundle_lock_summary = optimize_preflight(config, inputs)
     config.refused_environment = refused_target_environment(inputs.target.environment)
     try:

@@ -82,7 +82,7 @@ def deep_profile_reasons(
     stagnation_rounds: int = 2,
     disagreement: str | bool | None,
 ) -> list[str]:
-    """Why this evaluation deserves a deep profile (seed Layer 4); an empty list means summary only.
+    """Why this evaluation deserves a deep profile (baseline, finalist, near the threshold, disagreeing timers, stagnation); an empty list means summary only.
 
     Reasons: `baseline` (before candidate generation), `finalist` (before commit), `near_threshold`,
     `stagnation` (`rounds_without_promotion >= stagnation_rounds`), `disagreement` (benchmark, Proton

@@ -71,7 +71,7 @@ async def profile_evidence(evaluator: Evaluator, state: RunState, record: Experi
 
 async def diagnostic_instrumentation(evaluator: Evaluator, state: RunState, experiment_id: str, kernel_path: Path,
                                      deadline: float) -> None:
-    """Seed Layer 3: Proton intra-kernel traces (warp granularity) in their own worker, kept apart:
+    """Proton intra-kernel traces (warp granularity) in their own worker, kept apart:
     written to diagnostic_profile.json, never benchmarked, never given to a decision, never committed."""
     if not (evaluator.config.diagnostic_instrumentation and evaluator.config.profile):
         return

@@ -1,4 +1,4 @@
-"""Live-log lines and the final result document (seed Layer 7 report first, detail after)."""
+"""Live-log lines and the final result document (the report a reader needs first, the detail after)."""
 
 from __future__ import annotations
 
