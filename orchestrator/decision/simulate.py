@@ -1,5 +1,8 @@
 """Decide a recorded run's experiments again from its records, without a worker.
 
+Long because: the loop's decision steps (schedule, noise history, confirmation, veto, revalidation) are
+mirrored here side by side, one reading of the records, so they can be checked against the loop together.
+
 Kernel Tuner replays a search from its cache; this replays the promotion policy from a run's records, so a
 change to the policy can be tried on real runs in milliseconds. Each measured experiment is decided again
 by the real code (`gates.decide`, `noise.noise_from_history`, `confirmation.confirm_until_decided`) on
@@ -20,9 +23,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from orchestrator.decision.confirmation import confirm_until_decided
 from orchestrator.decision.gates import Verdict, decide
@@ -30,29 +34,21 @@ from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, no
 from orchestrator.decision.schedule import measurement_schedule
 from protocol.base import StrictModel
 from protocol.bundle import Budget, Case
-from protocol.results import (
-    CaseMeasurement,
-    Decision,
-    DecisionStatus,
-    Evaluation,
-    EvaluationStatus,
-    ExperimentRecord,
-)
+from protocol.results import Decision, DecisionStatus, Evaluation, EvaluationStatus, ExperimentRecord
 
 # Labels of the runs the loop benchmarks: only these feed its between-run noise (deep profiles, commit
 # checks and diagnostic traces run with benchmark=False).
 BENCHMARKED_LABELS = frozenset({"baseline", "candidate", "incumbent", "final"})
 TOLERANCE = 1e-9
+PROMOTING = frozenset({DecisionStatus.PROMOTED, DecisionStatus.REVALIDATED})  # a new incumbent or the winner
 SEED = re.compile(r"\bseed (\d+)\b")  # the end of `PromotionTest.method`
 VETO = "profile veto: "  # how `decide` words a failed profile gate
 
 
 class Policy(StrictModel):
-    """What to decide with instead of what each decision used; None keeps the recorded value.
-
-    `noise_model`: "recorded" uses the model each record was decided with (learnt from the run's history
-    when it records `between_run_noise`, the floor alone before that); "learned" and "floor" force one.
-    """
+    """What to decide with instead of what each decision used; None keeps the recorded value. `noise_model`
+    "recorded" keeps the model each record was decided with (learnt from the run's history where it records
+    `between_run_noise`, the floor alone before that); "learned" and "floor" force one."""
 
     min_speedup: float | None = Field(default=None, ge=1.0)
     confidence: float | None = Field(default=None, gt=0.5, lt=1.0)
@@ -76,8 +72,14 @@ class RecordedSettings(StrictModel):
     min_speedup: float = Budget().min_speedup
     max_cv: float = Budget().max_cv
     schedule: str = "aba"  # the `--schedule` default
-    confirm_pairs: int | None = None  # None: as many pairs as each record holds
+    confirm_pairs: int | None = Field(default=None, ge=0)  # None: as many pairs as each record holds
     source: str = "defaults"
+
+    @field_validator("schedule")
+    @classmethod
+    def _a_schedule(cls, pattern: str) -> str:
+        measurement_schedule(pattern)
+        return pattern
 
 
 class DecisionView(StrictModel):
@@ -113,6 +115,10 @@ class RunReplay(StrictModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class _NotReplayable(Exception):
+    """The records of one experiment cannot be decided again; the message says why."""
+
+
 class _RunMedians:
     """The loop's `run_medians`: digest -> case -> the median of every benchmarked run, in run order."""
 
@@ -140,8 +146,8 @@ def split_runs(evaluations: Sequence[Evaluation], schedule: Sequence[str],
                role: str) -> tuple[list[Evaluation], list[list[Evaluation]]]:
     """The schedule's runs, then the confirmation pairs (candidate, incumbent) measured after them.
 
-    A failed candidate run ends the measurement (no incumbent runs after it), and a pair with a failed
-    run ends the confirmation; records that do not fit this shape raise ValueError."""
+    A failed candidate run ends the measurement, and no pair follows a failed run (the verdict then
+    fails or rejects); records that do not fit this shape raise ValueError."""
     runs = list(evaluations)
     position = 0
 
@@ -160,16 +166,13 @@ def split_runs(evaluations: Sequence[Evaluation], schedule: Sequence[str],
         if side == "candidate" and initial[-1].status is not EvaluationStatus.OK:
             break
     pairs: list[list[Evaluation]] = []
-    ended = any(e.status is not EvaluationStatus.OK for e in initial if e.label == role)
-    while position < len(runs) and not ended:
-        pair = [take(role)]
-        if pair[0].status is EvaluationStatus.OK:
-            pair.append(take("incumbent"))
-        pairs.append(pair)
-        ended = any(e.status is not EvaluationStatus.OK for e in pair)
-    if position < len(runs):
-        raise ValueError(f"{len(runs) - position} run(s) recorded after the measurement had ended "
-                         f"(labels: {[e.label for e in runs]})")
+    while position < len(runs):
+        if any(e.status is not EvaluationStatus.OK for group in (initial, *pairs) for e in group):
+            raise ValueError(f"{len(runs) - position} run(s) recorded after a failed run "
+                             f"(labels: {[e.label for e in runs]})")
+        pairs.append([take(role)])
+        if pairs[-1][0].status is EvaluationStatus.OK:
+            pairs[-1].append(take("incumbent"))
     return initial, pairs
 
 
@@ -196,13 +199,14 @@ def _one_sample_per_run(evaluation: Evaluation) -> Evaluation:
 
 
 def _with_recorded_noise_gate(verdict: Verdict, statistics: dict[str, Any]) -> Verdict:
-    """The verdict with the recorded test's noise gate in place of the one decided on medians alone."""
+    """The verdict with the recorded test's noise gate in place of the one decided on medians alone (the
+    test kept in it only says that a test was run; its reason, which may cite that test, is dropped)."""
     if verdict.test is None:
         return verdict
     gates = {**verdict.decision.gates, "noise": bool(statistics.get("passes_noise"))}
     status = DecisionStatus.PROMOTED if all(gates.values()) else DecisionStatus.REJECTED
     return Verdict(Decision(status=status, reason="", gates=gates), verdict.comparisons, verdict.aggregate_speedup,
-                   None)
+                   verdict.test)
 
 
 def _run_to_completion(coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -247,8 +251,16 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def _promotes(experiment_id: str, status: DecisionStatus) -> bool:
-    return status is (DecisionStatus.REVALIDATED if experiment_id == "final" else DecisionStatus.PROMOTED)
+@dataclass(frozen=True)
+class _Inputs:
+    """What one decision is taken with: the record's own values unless the policy overrides them."""
+
+    budget: Budget
+    confidence: float
+    floor: float
+    learned: bool  # noise learnt from the run's history (else the floor and the trial's own spread)
+    seed: int | None
+    veto: str | None
 
 
 class _Replay:
@@ -265,77 +277,83 @@ class _Replay:
         self.run_learns = any("between_run_noise" in s for s in recorded)
 
     def digest(self, experiment_id: str | None, notes: list[str]) -> str:
-        if experiment_id in self.digests:
-            return self.digests[experiment_id]
-        notes.append(f"no record of {experiment_id!r}: its runs are grouped apart in the noise history")
-        return f"experiment:{experiment_id}"
+        if experiment_id not in self.digests:
+            notes.append(f"no record of {experiment_id!r}: its runs are grouped apart in the noise history")
+        return self.digests.get(experiment_id or "", f"experiment:{experiment_id}")
 
     def add_history(self, digests: dict[str, str], evaluations: Sequence[Evaluation]) -> None:
         for evaluation in evaluations:
             self.history.add(digests.get(evaluation.label, "unknown"), evaluation)
 
-    def carried(self, record: ExperimentRecord) -> ExperimentReplay:
-        view = recorded_view(record)
-        return ExperimentReplay(experiment_id=record.experiment_id, replayed=False, recorded=view, simulated=view,
-                                match=True, carried=["decision (no measurement)"])
-
-    def experiment(self, record: ExperimentRecord) -> ExperimentReplay:
-        role = "final" if record.experiment_id == "final" else "candidate"
-        measured = [e for e in record.evaluations if e.label in (role, "incumbent")]
-        if not any(e.label == role for e in measured):
-            return self.carried(record)
-        notes: list[str] = []
-        digests = {role: self.digest(record.experiment_id, notes),
-                   "incumbent": self.digest("baseline" if role == "final" else record.parent_id, notes)}
-        view, carried = self.decide(record, role, measured, digests, notes)
-        recorded = recorded_view(record)
-        difference = first_difference(recorded, view) if view is not None else "records"
-        return ExperimentReplay(experiment_id=record.experiment_id, replayed=True, recorded=recorded, simulated=view,
-                                match=difference is None, first_difference=difference, carried=carried, notes=notes)
-
-    def decide(self, record: ExperimentRecord, role: str, measured: list[Evaluation], digests: dict[str, str],
-               notes: list[str]) -> tuple[DecisionView | None, list[str]]:
-        statistics, policy, carried = record.statistics, self.policy, []
-        try:
-            initial, pairs = split_runs(measured, self.schedule, role)
-        except ValueError as exc:
-            self.add_history(digests, measured)  # the run measured them all the same
-            notes.append(f"not decided again: {exc}")
-            return None, carried
-        medians_only = any(samples_dropped(e) for e in measured)
-        if medians_only and (pairs or policy.changes_the_test):
-            self.add_history(digests, measured)
-            notes.append("not decided again: the raw samples were dropped from this file, and "
-                         + ("its confirmation pairs were decided on noise tests that cannot be re-run" if pairs
-                            else "a confidence or noise override needs the noise test re-run"))
-            return None, carried
-        if medians_only:
-            carried.append("noise gate and lower bound (raw samples dropped from this file)")
-            measured = [_one_sample_per_run(e) for e in measured]
-            initial, pairs = split_runs(measured, self.schedule, role)
-
-        learned = policy.noise_model == "learned" or (
-            policy.noise_model == "recorded" and ("between_run_noise" in statistics if statistics else self.run_learns))
-        floor = _first(policy.noise_floor, (statistics.get("between_run_noise") or {}).get("floor"),
-                       statistics.get("noise_floor"), DEFAULT_NOISE_FLOOR)
-        confidence = _first(policy.confidence, statistics.get("confidence"), self.run_confidence)
-        budget = Budget(min_speedup=_first(policy.min_speedup, statistics.get("min_speedup"), self.settings.min_speedup),
-                        max_cv=_first(policy.max_cv, self.settings.max_cv))
-        seed = recorded_seed(statistics)
+    def inputs(self, record: ExperimentRecord) -> _Inputs:
+        statistics, policy = record.statistics, self.policy
+        recorded_noise = statistics.get("between_run_noise") or {}
         veto = None
         if record.decision is not None and record.decision.gates.get("profile") is False:
             reason = record.decision.reason
             veto = reason.removeprefix(VETO) if reason.startswith(VETO) else "the recorded profile gate failed"
+        return _Inputs(
+            budget=Budget(min_speedup=_first(policy.min_speedup, statistics.get("min_speedup"), self.settings.min_speedup),
+                          max_cv=_first(policy.max_cv, self.settings.max_cv)),
+            confidence=_first(policy.confidence, statistics.get("confidence"), self.run_confidence),
+            # before the run learnt its noise a record had only a floor: the default, or `noise_floor` once the
+            # run raised it from its history
+            floor=_first(policy.noise_floor, recorded_noise.get("floor"), statistics.get("noise_floor"),
+                         DEFAULT_NOISE_FLOOR),
+            learned=policy.noise_model == "learned" or policy.noise_model == "recorded" and (
+                "between_run_noise" in statistics if statistics else self.run_learns),
+            seed=recorded_seed(statistics), veto=veto)
+
+    def experiment(self, record: ExperimentRecord) -> ExperimentReplay:
+        role = "final" if record.experiment_id == "final" else "candidate"
+        measured = [e for e in record.evaluations if e.label in (role, "incumbent")]
+        recorded = recorded_view(record)
+        if not any(e.label == role for e in measured):
+            return ExperimentReplay(experiment_id=record.experiment_id, replayed=False, recorded=recorded,
+                                    simulated=recorded, match=True, carried=["decision (no measurement)"])
+        notes: list[str] = []
+        carried: list[str] = []
+        digests = {role: self.digest(record.experiment_id, notes),
+                   "incumbent": self.digest("baseline" if role == "final" else record.parent_id, notes)}
+        try:
+            view = self.replay_decision(record, role, measured, digests, carried, notes)
+        except _NotReplayable as exc:
+            self.add_history(digests, measured)  # the run measured them all the same
+            view = None
+            notes.append(f"not decided again: {exc}")
+        difference = first_difference(recorded, view) if view is not None else "records"
+        return ExperimentReplay(experiment_id=record.experiment_id, replayed=True, recorded=recorded, simulated=view,
+                                match=difference is None, first_difference=difference, carried=carried, notes=notes)
+
+    def replay_decision(self, record: ExperimentRecord, role: str, measured: list[Evaluation], digests: dict[str, str],
+               carried: list[str], notes: list[str]) -> DecisionView:
+        try:
+            initial, pairs = split_runs(measured, self.schedule, role)
+        except ValueError as exc:
+            raise _NotReplayable(str(exc)) from None
+        medians_only = any(samples_dropped(e) for e in measured)
+        if medians_only and pairs:
+            raise _NotReplayable("the raw samples were dropped from this file, and the confirmation pairs were "
+                                 "decided on noise tests that cannot be re-run")
+        if medians_only and self.policy.changes_the_test:
+            raise _NotReplayable("the raw samples were dropped from this file: a confidence or noise override "
+                                 "needs the noise test re-run")
+        if medians_only:
+            carried.append("noise gate and lower bound (raw samples dropped from this file)")
+            initial = [_one_sample_per_run(e) for e in initial]
+        given = self.inputs(record)
+        if given.veto is not None:
             carried.append("profile veto")
 
         def noise_now() -> BetweenRunNoise:
-            return self.history.noise(confidence, floor) if learned else BetweenRunNoise(floor=floor)
+            return self.history.noise(given.confidence, given.floor) if given.learned \
+                else BetweenRunNoise(floor=given.floor)
 
         def verdict(runs: list[Evaluation], noise: BetweenRunNoise, profile_veto: str | None = None) -> Verdict:
             decided = decide(self.cases, [e for e in runs if e.label == role],
-                             [e for e in runs if e.label == "incumbent"], budget, profile_veto=profile_veto,
-                             test_seed=seed or 0, confidence=confidence, noise=noise)
-            return _with_recorded_noise_gate(decided, statistics) if medians_only else decided
+                             [e for e in runs if e.label == "incumbent"], given.budget, profile_veto=profile_veto,
+                             test_seed=given.seed or 0, confidence=given.confidence, noise=noise)
+            return _with_recorded_noise_gate(decided, record.statistics) if medians_only else decided
 
         runs = list(initial)
         self.add_history(digests, runs)
@@ -361,11 +379,11 @@ class _Replay:
             notes.append(f"{len(remaining)} recorded confirmation pair(s) not asked for by this policy")
             for pair in remaining:  # measured all the same: later decisions learnt from them
                 self.add_history(digests, pair)
-        if veto is not None:
-            final = verdict(runs, noise, veto)
-        if final.test is not None and seed is None:
+        if given.veto is not None:  # the loop decides again with the veto, on every run and the last noise
+            final = verdict(runs, noise, given.veto)
+        if final.test is not None and given.seed is None:
             notes.append("the record holds no test seed: the test ran with seed 0")
-        return self.view(record, final, noise, learned, medians_only), carried
+        return self.view(record, final, noise, given.learned, medians_only)
 
     @staticmethod
     def view(record: ExperimentRecord, verdict: Verdict, noise: BetweenRunNoise, learned: bool,
@@ -373,11 +391,11 @@ class _Replay:
         status = verdict.decision.status
         if record.experiment_id == "final":  # the loop's revalidation: a promotion confirms the finalist
             status = DecisionStatus.REVALIDATED if status is DecisionStatus.PROMOTED else DecisionStatus.REJECTED
-        tested = verdict.test is not None or (medians_only and verdict.decision.gates.get("correct", False))
+        tested = verdict.test is not None  # the run records its noise only next to a test
+        lower_bound = verdict.test.lower_bound if tested else None
         return DecisionView(
             status=status, gates=verdict.decision.gates, aggregate_speedup=verdict.aggregate_speedup,
-            lower_bound=record.statistics.get("lower_bound") if medians_only else
-            (verdict.test.lower_bound if verdict.test else None),
+            lower_bound=record.statistics.get("lower_bound") if medians_only and tested else lower_bound,
             learned_sd=noise.learned_sd if learned and tested else None,
             noise_dof=noise.dof if learned and tested else None,
             reason=None if medians_only else verdict.decision.reason)
@@ -405,7 +423,7 @@ def simulate_run(experiments: Sequence[ExperimentRecord], cases: Sequence[Case],
         row = replay.experiment(record)
         row.after_divergence = diverges_at is not None
         if diverges_at is None and row.simulated is not None and (
-                _promotes(row.experiment_id, row.recorded.status) != _promotes(row.experiment_id, row.simulated.status)):
+                (row.recorded.status in PROMOTING) != (row.simulated.status in PROMOTING)):
             diverges_at = row.experiment_id
         rows.append(row)
     return RunReplay(experiments=rows, all_match=all(row.match for row in rows), policy=policy, settings=settings,
