@@ -37,7 +37,8 @@ REPLAY_KEYS = ("harness_path", "kernel_path", "kernel_source", "target", "entry"
 
 
 def safe_case_id(case_id: str) -> str:
-    """A directory-safe case id (the anchor's rule: `[^A-Za-z0-9._-]+` -> `-`, long ids hashed)."""
+    """A directory-safe case id: runs outside `[A-Za-z0-9._-]` become `-`, and an id that changed or is
+    over 96 characters gets 8 hex digits of its SHA-1, so distinct case ids keep distinct directories."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", case_id) or "case"
     if safe != case_id or len(safe) > 96:
         safe = f"{safe[:80]}-{hashlib.sha1(case_id.encode()).hexdigest()[:8]}"
