@@ -1,7 +1,7 @@
 """Clipping text for log lines, reasons and prompts: one rule, so every clipped string reads the same.
 
 A clipped string ends in `…` (one character), so `limit` is the exact upper bound on its length.
-sandbox_worker/ keeps its own `_clip`: the worker imports the standard library only, never orchestrator/.
+sandbox_worker/ keeps its own `clip` (sandbox_worker/failures.py): the worker imports the standard library only, never orchestrator/.
 """
 
 from __future__ import annotations
