@@ -35,10 +35,11 @@ from orchestrator.decision.schedule import measurement_schedule
 from protocol.base import StrictModel
 from protocol.bundle import Budget, Case
 from protocol.results import Decision, DecisionStatus, Evaluation, EvaluationStatus, ExperimentRecord
+from protocol.roles import Role
 
 # Labels of the runs the loop benchmarks: only these feed its between-run noise (deep profiles, commit
 # checks and diagnostic traces run with benchmark=False).
-BENCHMARKED_LABELS = frozenset({"baseline", "candidate", "incumbent", "final"})
+BENCHMARKED_LABELS = frozenset(role.value for role in Role if role.decides)
 TOLERANCE = 1e-9
 PROMOTING = frozenset({DecisionStatus.PROMOTED, DecisionStatus.REVALIDATED})  # a new incumbent or the winner
 SEED = re.compile(r"\bseed (\d+)\b")  # the end of `PromotionTest.method`

@@ -168,6 +168,18 @@ def test_a_damaged_journal_line_before_the_last_is_an_error(tmp_path):
         load_records(run)
 
 
+def test_a_journal_that_orders_the_runs_otherwise_is_reported(tmp_path):
+    run = copy_run(tmp_path)
+    journal = run / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    runs = [i for i, line in enumerate(lines) if json.loads(line)["event"] == "evaluation"]
+    first, second = runs[0], runs[1]  # the baseline's run, then r001-c000's first incumbent run
+    lines[first], lines[second] = lines[second], lines[first]
+    journal.write_text("\n".join(lines) + "\n")
+    records = load_records(run)
+    assert records.warnings == [f"{journal}: benchmarked run 0 is ('r001-c000', 'incumbent') in the journal but "
+                                "('baseline', 'baseline') in the records; the noise history follows the records"]
+
 def test_a_run_json_the_replay_cannot_use_is_an_error_naming_it(tmp_path):
     run = copy_run(tmp_path)
     manifest = json.loads((run / "run.json").read_text())
