@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from orchestrator.decision.statistics import sample_stats
-from orchestrator.preflight.validate import (
+from orchestrator.preflight.checks import (
     check_incorrect_rejected,
     check_invalid_rejected,
     check_profile,
     check_stability,
     profile_case_verdict,
 )
+from orchestrator.worker.evaluation import sandbox_for
 from protocol.bundle import Case, Target
 from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus
+from protocol.worker import IsolationConfig
 from sandbox_worker.harness_kit import proton
 from tests.conftest import PROJECT_ROOT
 
@@ -99,3 +103,13 @@ def test_negative_verdicts() -> None:
     assert built_not.status == "failed" and "should fail verify but ended build_failed" in built_not.message
     none = check_incorrect_rejected(None, CASES, how, "no public Python function to wrap")
     assert none.status == "failed" and none.message == "no public Python function to wrap"
+
+
+def test_the_preflight_sandbox_is_a_run_sandbox() -> None:
+    """`sandbox_for` is the one isolation config of an evaluation worker (run and preflight alike)."""
+    config = sandbox_for("strict", Path("/w/untouched-1"), Path("/w/profile"), data_limit_bytes=1 << 30,
+                         phase_seconds=60.0)
+    assert config == IsolationConfig(mode="strict", scratch_dir="/w/untouched-1",
+                                     writable_dirs=["/w/untouched-1", "/w/profile"], data_limit_bytes=1 << 30,
+                                     cpu_seconds=130)
+    assert sandbox_for("off", Path("/w/x"), None, data_limit_bytes=None, phase_seconds=0.5).writable_dirs == ["/w/x"]

@@ -1,0 +1,74 @@
+"""`tlx-agent validate`: the flags in, bundle.lock.json out (stdout and the output dir).
+
+What the preflight checks and how is orchestrator/preflight/runner.py (`full_validation`); this module
+turns the flags into its inputs and settings, prepares the output directory and the log, and prints the
+lock. Exit 0 only when every check passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from orchestrator.bundle.arch import resolve_arch_flag
+from orchestrator.bundle.inputs import Inputs, load_inputs, merge_budget
+from orchestrator.cli.output import emit, fail
+from orchestrator.preflight.runner import MIN_BENCHMARK_WORKERS, Settings, full_validation
+from orchestrator.run.ledger.artifacts import OutputDirError, prepare_output_dir
+from orchestrator.run.ledger.live_log import LiveLog
+from protocol.bundle import Budget, BundleError, describe_validation_error
+from protocol.outcome import ExitCode
+
+
+def _absolute(path: Path | None) -> Path | None:
+    return None if path is None else path.expanduser().resolve()
+
+
+def load_validate_inputs(args: argparse.Namespace) -> tuple[Inputs, Budget]:
+    inputs = load_inputs(kernel=_absolute(args.kernel), harness=_absolute(args.harness), cases=_absolute(args.cases),
+                         target=_absolute(args.target), budget=_absolute(args.budget),
+                         reference_kernel=_absolute(args.reference_kernel))
+    cli_budget = {"max_cv": args.max_cv, "benchmark_repetitions": args.benchmark_repetitions,
+                  "max_candidate_seconds": args.max_candidate_seconds}
+    try:
+        budget = merge_budget(cli_budget, inputs.budget_overrides)
+    except ValidationError as exc:
+        raise BundleError(describe_validation_error(Path("command line"), exc)) from None
+    return inputs, budget
+
+
+def validate_main(args: argparse.Namespace, argv: list[str]) -> int:
+    inputs, budget = load_validate_inputs(args)
+    arch = resolve_arch_flag(args.arch)
+    if args.benchmark_workers < MIN_BENCHMARK_WORKERS:
+        raise BundleError(f"--benchmark-workers must be at least {MIN_BENCHMARK_WORKERS}, got {args.benchmark_workers}")
+    settings = Settings(max_cv=budget.max_cv, repetitions=budget.benchmark_repetitions,
+                        phase_seconds=budget.max_candidate_seconds, benchmark_workers=args.benchmark_workers,
+                        isolation=args.isolation, worker_python=args.worker_python,
+                        data_limit_bytes=int(args.data_limit_gib * (1 << 30)) if args.data_limit_gib else None,
+                        profile=args.profile, arch=args.arch)
+    if args.output_dir is not None:
+        try:
+            output_dir = prepare_output_dir(_absolute(args.output_dir))  # type: ignore[arg-type]
+        except OutputDirError as exc:
+            return fail(str(exc))
+    else:
+        output_dir = Path(tempfile.mkdtemp(prefix="tlx-agent-validate-")).resolve()
+    log = LiveLog()
+    log.attach_file(output_dir / "validate.log")
+    log.event(f"validate kernel={str(inputs.kernel_path)!r} harness={str(inputs.harness_path)!r} "
+              f"cases={str(inputs.cases_path)!r} target={str(inputs.target_path)!r} output_dir={str(output_dir)!r} "
+              f"benchmark_workers={settings.benchmark_workers} max_cv={settings.max_cv}")
+    try:
+        lock = full_validation(inputs, settings=settings, arch=arch, work_root=output_dir, log=log,
+                               parent_env=dict(os.environ))
+    except KeyboardInterrupt:
+        log.close()
+        return fail("interrupted", ExitCode.INTERRUPTED)
+    log.close()
+    emit(lock.model_dump(mode="json"))
+    return ExitCode.OK if lock.passed else ExitCode.ERROR
