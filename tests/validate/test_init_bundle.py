@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.bundle.init_bundle import read_entry, render_harness
+from orchestrator.preflight.python_template import read_template, render_template
 from protocol.bundle import BundleError, load_cases_file, load_target_file
 from tests.conftest import PROJECT_ROOT, run_cli
 
@@ -139,3 +140,28 @@ def test_rendered_harness_names_outputs_after_inputs() -> None:
     assert "Preallocated outputs out are passed after the inputs." in harness
     assert "MAIN_SCOPE = 'scale_kernel'" in harness
     ast.parse(harness)
+
+
+def test_the_harness_template_is_a_working_module_with_example_values() -> None:
+    """orchestrator/bundle/templates/harness.py runs as it is; its example kernel builds on the CPU."""
+    template = read_template("orchestrator.bundle", "harness.py")
+    namespace: dict = {}
+    exec(compile(template, "harness_template", "exec"), namespace)  # noqa: S102 - our own template
+    assert (namespace["ENTRY_POINT"], namespace["INPUT_NAMES"], namespace["OUTPUT_NAMES"]) == ("entry", ("x",), ())
+    built = namespace["build"](namespace["REFERENCE_SOURCE"], {"backend": "cpu"})
+    assert built["success"] and built["artifact"]["fn"](21) == 42
+    rendered = render_harness(kernel_file="kernel.py", signature=_entry("scaled"), kind="elementwise",
+                              dtype="float32", source=KERNEL)
+    assert "# template:" in template and "# template:" not in rendered and "${" not in rendered
+
+
+def test_render_template_refuses_a_template_that_does_not_match_its_renderer() -> None:
+    template = '"""For ${who}."""\n\nA = 1  # kept\n# template: dropped\nB = (\n    2\n)\n'
+    assert render_template(template, {"A": "'x'", "B": "[3]"}, {"who": "me"}) == \
+        '"""For me."""\n\nA = \'x\'  # kept\nB = [3]\n'
+    with pytest.raises(ValueError, match="no top-level assignment to C"):
+        render_template(template, {"C": "1"})
+    with pytest.raises(ValueError, match="assigns A more than once"):
+        render_template(template + "A = 2\n", {"A": "3"})
+    with pytest.raises(ValueError, match="the field 'who', which has no value"):
+        render_template(template, {}, {})

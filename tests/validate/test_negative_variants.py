@@ -18,6 +18,7 @@ from orchestrator.preflight.negative_variants import (
     invalid_variant,
     public_entry_functions,
 )
+from orchestrator.preflight.python_template import read_template
 from tests.conftest import SYNTHETIC
 
 _counter = itertools.count()
@@ -108,3 +109,13 @@ def test_a_kernel_without_python_functions_gets_its_stores_shifted() -> None:
         incorrect_variant("import triton\n\n\n@triton.jit\ndef noop(x):\n    pass\n")
     with pytest.raises(NegativeVariantError, match="does not parse"):
         incorrect_variant("def broken(:\n")
+
+
+def test_the_perturbing_block_is_a_template_file_that_works_alone(tmp_path: Path) -> None:
+    """orchestrator/preflight/templates/perturb_outputs.py imports on its own and wraps nothing there."""
+    module = _load(read_template("orchestrator.preflight", "perturb_outputs.py"), tmp_path)
+    assert module.TLX_AGENT_NEGATIVE_TEST_WRAPPED == []
+    assert not hasattr(module, "_tlx_agent_make_outputs_wrong")
+    variant, _how = incorrect_variant("def f(x):\n    return x\n")
+    assert "\n\n\n# ---- tlx-agent validate: negative test." in variant and "# template:" not in variant
+    assert variant.rstrip().endswith("_tlx_agent_make_outputs_wrong(['f'])\ndel _tlx_agent_make_outputs_wrong")

@@ -1,0 +1,64 @@
+"""`tlx-agent init-bundle`: check the flags, write the three bundle files, print where they are.
+
+What goes into the files (the signature read from the kernel, the harness template, the cases and the
+target) is orchestrator/bundle/init_bundle.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+from orchestrator.bundle.arch import lookup
+from orchestrator.bundle.init_bundle import read_entry, render_cases, render_harness, render_target
+from orchestrator.bundle.inputs import parse_python
+from orchestrator.cli.output import emit
+from orchestrator.run.ledger.live_log import LiveLog
+from protocol.bundle import BundleError
+from protocol.outcome import ExitCode
+
+
+def init_bundle_main(args: argparse.Namespace) -> int:
+    kernel = args.kernel.expanduser().resolve()
+    out = args.out.expanduser().resolve()
+    source, tree = parse_python(kernel, "kernel")
+    if args.backend == "cuda":
+        if not args.arch:
+            raise BundleError("--backend cuda needs --arch (for example h200 or b200) for target.json's architecture")
+        spec = lookup(args.arch)
+        if spec is None or spec.kind != "cuda":
+            raise BundleError(f"--arch {args.arch!r} is not a known CUDA architecture (h200, h100, b200, a100, sm_90, ...)")
+    elif args.arch and (lookup(args.arch) is None or lookup(args.arch).kind != "cpu"):  # type: ignore[union-attr]
+        raise BundleError(f"--backend cpu runs the Triton interpreter; --arch {args.arch!r} does not apply")
+    if args.backend == "cpu" and args.dtype == "bfloat16":
+        raise BundleError("--dtype bfloat16 with --backend cpu: the Triton interpreter has no bf16 arithmetic")
+    signature = read_entry(tree, args.entry, kernel)
+    files = {"harness.py": out / "harness.py", "cases.json": out / "cases.json", "target.json": out / "target.json"}
+    existing = [str(path) for path in files.values() if path.exists()]
+    if existing and not args.force:
+        raise BundleError(f"{', '.join(existing)} already exist(s); choose another --out or pass --force")
+    if out.exists() and not out.is_dir():
+        raise BundleError(f"--out {out} exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    files["harness.py"].write_text(render_harness(kernel_file=kernel.name, signature=signature, kind=args.kind,
+                                                  dtype=args.dtype, source=source), encoding="utf-8")
+    files["cases.json"].write_text(json.dumps(render_cases(args.kind, args.backend), indent=2) + "\n", encoding="utf-8")
+    target = render_target(backend=args.backend, arch=args.arch, signature=signature, kind=args.kind)
+    files["target.json"].write_text(json.dumps(target, indent=2) + "\n", encoding="utf-8")
+    command = ["tlx-agent", "validate", "--kernel", str(kernel), "--harness", str(files["harness.py"]),
+               "--cases", str(files["cases.json"]), "--target", str(files["target.json"])]
+    if args.backend == "cpu":
+        command += ["--arch", "cpu"]
+    elif args.arch:
+        command += ["--arch", args.arch]
+    log = LiveLog(sys.stderr)
+    log.event(f"init-bundle entry={signature.name} kind={args.kind} backend={args.backend} inputs={signature.inputs} "
+              f"outputs={signature.outputs} main_scope={signature.main_scope} out={str(out)!r}")
+    log.event("init-bundle next: edit the TODOs in harness.py, then run: " + shlex.join(command))
+    emit({"success": True, "exit_code": int(ExitCode.OK), "bundle_dir": str(out),
+          "files": {name: str(path) for name, path in files.items()}, "entry": signature.name, "kind": args.kind,
+          "backend": args.backend, "inputs": signature.inputs, "outputs": signature.outputs,
+          "main_scope": signature.main_scope, "validate_command": command})
+    return ExitCode.OK
