@@ -1,10 +1,10 @@
 """Architecture names (`--arch`, target.json `architecture`) and whether the host matches them.
 
-The seed's rule is "never silently reuse a nearby shape or provider": a bundle made for an H200 must not
-quietly run on a B200, nor on the CPU interpreter. Names are normalised like the anchor's registry
-(lowercase; `-` and spaces become `_`) and map to a family: a CUDA compute-capability major, or the CPU
-interpreter. What the harness actually sees comes from a probe child started with the target's
-environment (`probe_device`), since only the worker's interpreter knows which torch and GPU it gets.
+A bundle is never silently reused on a nearby device: a bundle made for an H200 must not quietly run on
+a B200, nor on the CPU interpreter. Names are normalised (lowercase; `-` and spaces become `_`) and map
+to a family: a CUDA compute-capability major, or the CPU interpreter. What the harness actually sees
+comes from a probe child started with the target's environment (`run_probe`), since only the worker's
+interpreter knows which torch and GPU it gets.
 """
 
 from __future__ import annotations

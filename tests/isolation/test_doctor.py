@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import trio
 
@@ -64,3 +65,20 @@ def test_format_doctor_report_aligns_layers_and_gives_the_strict_verdict() -> No
     assert lines[4].startswith("  filesystem  unavailable  landlock ABI not supported")
     assert lines[-1] == "strict mode: would refuse to run (network, filesystem not active)"
     assert doctor.format_doctor_report({"stdin": "active"}).endswith("strict mode: ok (every layer active)")
+
+
+def test_the_probe_child_starts_with_a_worker_environment(tmp_path, monkeypatch) -> None:
+    """One allow-list (orchestrator/worker/environment.py): secrets stay behind, HOME is the probe's scratch."""
+    seen = tmp_path / "environment.txt"
+    python = tmp_path / "python"  # a real interpreter behind a wrapper that records what it was given
+    python.write_text(f'#!/bin/sh\nenv > "{seen}"\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    monkeypatch.setenv("TLX_DOCTOR_TEST_API_KEY", "must-not-leak")
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    report = trio.run(doctor.run_probe, str(python), "off")
+    assert report.layers == dict.fromkeys(LAYERS, "unavailable:isolation off")
+    environment = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert "TLX_DOCTOR_TEST_API_KEY" not in environment and environment["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    scratch = environment["TLX_WORKER_SCRATCH"]
+    assert environment["HOME"] == f"{scratch}/home" and environment["TRITON_CACHE_DIR"] == f"{scratch}/triton_cache"
+    assert environment["PYTHONPATH"] == str(Path(doctor.__file__).resolve().parents[2])
