@@ -58,6 +58,7 @@ class PromotionTest(StrictModel):
     per_case: dict[str, CasePromotion]
     noise_estimate: float  # bootstrap std-dev of the aggregate log speedup (relative noise of the estimate)
     method: str
+    seed: int | None = None  # the bootstrap's seed (also named at the end of `method`)
     passes_noise: bool
     passes: bool
     reason: str
@@ -141,6 +142,7 @@ def promotion_test(
     passes_noise = lower_bound > 1.0
     passes = passes_noise and point_speedup >= min_speedup
     return PromotionTest(
+        seed=seed,
         point_speedup=point_speedup,
         lower_bound=lower_bound,
         upper_bound=upper_bound,

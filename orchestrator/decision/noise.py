@@ -51,3 +51,15 @@ def noise_from_history(groups_by_case: dict[str, list[list[float]]], *, confiden
         if worst is None or inflated > (worst.learned_sd or 0.0):
             worst = BetweenRunNoise(floor=floor, learned_sd=inflated, raw_sd=sd, dof=dof)
     return worst or BetweenRunNoise(floor=floor)
+
+
+def noise_from_run_medians(run_medians: dict[str, dict[str, list[float]]], *, confidence: float = 0.99,
+                           floor: float = DEFAULT_NOISE_FLOOR) -> BetweenRunNoise:
+    """The noise learnt from a run's history: source digest -> case id -> the median of each benchmarked run
+    of that source, in run order. The run loop and the simulation runner both call this, so they cannot drift
+    apart."""
+    groups: dict[str, list[list[float]]] = {}
+    for per_case in run_medians.values():
+        for case_id, medians in per_case.items():
+            groups.setdefault(case_id, []).append(medians)
+    return noise_from_history(groups, confidence=confidence, floor=floor)

@@ -30,7 +30,7 @@ from pydantic import Field, field_validator
 
 from orchestrator.decision.confirmation import confirm_until_decided
 from orchestrator.decision.gates import Verdict, decide
-from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, noise_from_history
+from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, noise_from_run_medians
 from orchestrator.decision.schedule import measurement_schedule
 from protocol.base import StrictModel
 from protocol.bundle import Budget, Case
@@ -135,12 +135,7 @@ class _RunMedians:
                 per_case.setdefault(measured.case_id, []).append(measured.stats.median)
 
     def noise(self, confidence: float, floor: float) -> BetweenRunNoise:
-        # grouped like the run's noise() (orchestrator/run/side_by_side.py): sources in first-seen order
-        groups: dict[str, list[list[float]]] = {}
-        for per_case in self.by_source.values():
-            for case_id, medians in per_case.items():
-                groups.setdefault(case_id, []).append(medians)
-        return noise_from_history(groups, confidence=confidence, floor=floor)
+        return noise_from_run_medians(self.by_source, confidence=confidence, floor=floor)
 
 
 def split_runs(evaluations: Sequence[Evaluation], schedule: Sequence[str],

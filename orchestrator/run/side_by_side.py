@@ -13,7 +13,7 @@ import trio
 
 from orchestrator.decision.confirmation import confirm_until_decided
 from orchestrator.decision.gates import Verdict, decide
-from orchestrator.decision.noise import BetweenRunNoise, noise_from_history
+from orchestrator.decision.noise import BetweenRunNoise, noise_from_run_medians
 from orchestrator.run.evaluator import Evaluator
 from orchestrator.run.ledger import reporting
 from orchestrator.run.state import RunState
@@ -52,11 +52,7 @@ class SideBySide:
 
     def noise(self, state: RunState) -> BetweenRunNoise:
         """Between-run noise learnt from every source measured more than once so far in this run."""
-        groups: dict[str, list[list[float]]] = {}
-        for per_case in state.run_medians.values():
-            for case_id, medians in per_case.items():
-                groups.setdefault(case_id, []).append(medians)
-        return noise_from_history(groups, confidence=self.config.confidence)
+        return noise_from_run_medians(state.run_medians, confidence=self.config.confidence)
 
     def verdict(self, evaluations: list[Evaluation], role: Role, test_seed: int, noise: BetweenRunNoise,
                 profile_veto: str | None = None) -> Verdict:
