@@ -119,7 +119,7 @@ def check(report: dict[str, Any]) -> list[str]:
     problems = [f"{layer}: {status}" for layer, status in report["statuses"].items() if status != "active"]
     if not report["triton_ok"]:
         problems.append(f"Triton kernel failed: {report.get('triton_error', 'wrong result')}")
-    if report["outside_write"] not in ("EACCES", "EPERM"):
+    if report["outside_write"] != "EACCES":  # Landlock's refusal (and DAC's, for uid 65534 on a root-owned dir)
         problems.append(f"write outside scratch after CUDA init gave {report['outside_write']}")
     return problems
 
