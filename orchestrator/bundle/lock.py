@@ -11,68 +11,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from orchestrator.bundle.inputs import Inputs, sha256_file
-from protocol.base import StrictModel
 from protocol.bundle import BundleError, describe_validation_error
+from protocol.lock import LOCK_KIND, BundleLock, LockedFile, LockSummary
 
 LOCK_NAME = "bundle.lock.json"
-LOCK_KIND = "tlx-agent-bundle-lock"
 # role in the lock -> the CLI flag that names that file
 ROLE_FLAGS = {"kernel": "--kernel", "harness": "--harness", "cases": "--cases", "target": "--target",
               "budget": "--budget", "reference_kernel": "--reference-kernel"}
-CheckStatus = Literal["passed", "failed", "skipped"]
-
-
-class LockedFile(StrictModel):
-    path: str
-    sha256: str
-    size: int
-
-
-class CheckResult(StrictModel):
-    name: str
-    status: CheckStatus
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
-class CaseStability(StrictModel):
-    """One case over the fresh benchmark workers: within-worker CV and between-worker median spread."""
-
-    case_id: str
-    protected: bool
-    medians_us: list[float]
-    cvs: list[float]
-    samples: list[int]
-    median_us: float | None
-    median_spread: float | None  # (max - min) / median of the per-worker medians
-    max_cv: float | None
-    stable: bool
-
-
-class BundleLock(StrictModel):
-    kind: Literal["tlx-agent-bundle-lock"] = LOCK_KIND
-    schema_version: Literal[1] = 1
-    created_at: str
-    mode: Literal["validate", "builtin"] = "validate"
-    passed: bool
-    failed_checks: list[str]
-    files: dict[str, LockedFile]
-    harness_functions: list[str]
-    case_ids: list[str]
-    protected_case_ids: list[str]
-    target: dict[str, Any]
-    settings: dict[str, Any]
-    device: dict[str, Any]
-    checks: list[CheckResult]
-    stability: list[CaseStability] = Field(default_factory=list)
-    versions: dict[str, Any] = Field(default_factory=dict)
-    output_dir: str
-    lock_path: str | None = None
 
 
 def input_files(inputs: Inputs) -> dict[str, Path]:
@@ -138,10 +88,12 @@ def match_lock(lock: BundleLock, lock_path: Path, inputs: Inputs) -> None:
 
 
 def lock_summary(lock: BundleLock, lock_path: Path | None, digest: str | None) -> dict[str, Any]:
-    """What run.json records about the validation this run relies on."""
-    return {"mode": lock.mode if lock_path is None else "lock",
-            "path": str(lock_path) if lock_path else lock.lock_path,
-            "sha256": digest, "created_at": lock.created_at, "passed": lock.passed,
-            "checks": {check.name: check.status for check in lock.checks},
-            "files": {role: entry.sha256 for role, entry in lock.files.items()}, "device": lock.device,
-            "settings": lock.settings}
+    """What run.json records about the validation this run relies on (a `LockSummary`, as the dict the run config
+    carries: the preflight adds `warnings` to it)."""
+    summary = LockSummary(mode=lock.mode if lock_path is None else "lock",
+                          path=str(lock_path) if lock_path else lock.lock_path,
+                          sha256=digest, created_at=lock.created_at, passed=lock.passed,
+                          checks={check.name: check.status for check in lock.checks},
+                          files={role: entry.sha256 for role, entry in lock.files.items()}, device=lock.device,
+                          settings=lock.settings)
+    return summary.model_dump(mode="json")
