@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 import time
-from typing import Any
 
 from orchestrator.bundle.inputs import FrozenBundle, Inputs
 from orchestrator.run.config import RunConfig
 from orchestrator.run.state import RunState
+from protocol.manifest import FrozenBundleRecord, HostRecord, InputPaths, IsolationRecord, RunManifest
 
 VERSIONED_PACKAGES = ("trio", "pydantic", "psutil", "numpy", "torch", "triton", "openai", "GitPython")
 
@@ -24,29 +24,29 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def run_manifest(config: RunConfig, inputs: Inputs, bundle: FrozenBundle, state: RunState) -> dict[str, Any]:
+def run_manifest(config: RunConfig, inputs: Inputs, bundle: FrozenBundle, state: RunState) -> RunManifest:
     paths = {"kernel": inputs.kernel_path, "harness": inputs.harness_path, "cases": inputs.cases_path,
              "target": inputs.target_path, "budget": inputs.budget_path, "reference_kernel": inputs.reference_kernel_path}
-    return {
-        "run_id": state.run_id,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": config.argv,
-        "inputs": {role: str(path) if path else None for role, path in paths.items()},
-        "bundle": {"directory": str(bundle.directory), "sha256": bundle.files, "sources": bundle.sources},
-        "budget": config.budget.model_dump(),
-        "provider": config.provider,
-        "model": config.model,
-        "profile": config.profile,
-        "diagnostic_instrumentation": config.diagnostic_instrumentation,
-        "isolation_mode": config.isolation,
-        "isolation": {"probe": config.isolation_probe, "baseline_worker": state.worker_isolation},
-        "refused_environment": config.refused_environment,
-        "schedule": config.schedule,
-        "confirm_pairs": config.confirm_pairs,
-        "skip_validation": config.skip_validation,
-        "bundle_lock": config.bundle_lock_summary,
-        "host": {"platform": platform.platform(), "python": platform.python_version(), "machine": platform.machine()},
-        "versions": package_versions(),
-        "target": inputs.target.model_dump(),
-        "device": state.device,
-    }
+    return RunManifest(
+        run_id=state.run_id,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        command=config.argv,
+        inputs=InputPaths(**{role: str(path) if path else None for role, path in paths.items()}),
+        bundle=FrozenBundleRecord(directory=str(bundle.directory), sha256=bundle.files, sources=bundle.sources),
+        budget=config.budget,
+        provider=config.provider,
+        model=config.model,
+        profile=config.profile,
+        diagnostic_instrumentation=config.diagnostic_instrumentation,
+        isolation_mode=config.isolation,
+        isolation=IsolationRecord(probe=config.isolation_probe, baseline_worker=state.worker_isolation),
+        refused_environment=config.refused_environment,
+        schedule=config.schedule,
+        confirm_pairs=config.confirm_pairs,
+        skip_validation=config.skip_validation,
+        bundle_lock=config.bundle_lock_summary,
+        host=HostRecord(platform=platform.platform(), python=platform.python_version(), machine=platform.machine()),
+        versions=package_versions(),
+        target=inputs.target,
+        device=state.device,
+    )

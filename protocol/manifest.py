@@ -1,0 +1,69 @@
+"""run.json: what a reader needs to trust or reproduce a run (inputs, hashes, versions, isolation, device).
+
+`orchestrator/run/ledger/manifest.py: run_manifest` builds it once the bundle is frozen. The keys are a
+published format (readers' scripts depend on them): add fields, never rename one.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from protocol.base import StrictModel
+from protocol.bundle import Budget, Target
+from protocol.lock import LockSummary
+
+
+class InputPaths(StrictModel):
+    """The files the command line named, as absolute paths (null: not given)."""
+
+    kernel: str
+    harness: str
+    cases: str
+    target: str
+    budget: str | None
+    reference_kernel: str | None
+
+
+class FrozenBundleRecord(StrictModel):
+    """The read-only copy of the inputs that every worker of the run reads."""
+
+    directory: str
+    sha256: dict[str, str]  # frozen file name (kernel.py, cases.json, ...) -> sha256
+    sources: dict[str, str]  # frozen file name -> the path it was copied from
+
+
+class IsolationRecord(StrictModel):
+    """Isolation layer (filesystem, network, rlimits, ...) -> its status, as probed and as the baseline worker saw it."""
+
+    probe: dict[str, str]
+    baseline_worker: dict[str, str]
+
+
+class HostRecord(StrictModel):
+    platform: str
+    python: str
+    machine: str
+
+
+class RunManifest(StrictModel):
+    run_id: str
+    started_at: str  # UTC, ISO 8601
+    command: list[str]
+    inputs: InputPaths
+    bundle: FrozenBundleRecord
+    budget: Budget
+    provider: str
+    model: str | None
+    profile: bool
+    diagnostic_instrumentation: bool
+    isolation_mode: Literal["strict", "standard", "off"]
+    isolation: IsolationRecord
+    refused_environment: list[str]  # target.json environment names not passed to workers
+    schedule: str
+    confirm_pairs: int
+    skip_validation: bool
+    bundle_lock: LockSummary | None  # null with --skip-validation
+    host: HostRecord
+    versions: dict[str, str | None]  # package -> installed version (null: not installed)
+    target: Target
+    device: str | None  # what the baseline's worker reported
