@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from protocol.journal import JOURNAL_EVENT_ADAPTER
+
 
 class OutputDirError(Exception):
     """The output directory cannot be used; the message says why and what to do."""
@@ -76,9 +78,12 @@ class RunArtifacts:
         return path
 
     def journal(self, event: str, **fields: Any) -> None:
-        record = {"time": time.time(), "event": event, **to_jsonable(fields)}
+        """Append one event; one that `protocol.journal.JournalEvent` does not describe raises ValidationError
+        (a caller's mistake) before anything is written."""
+        record = JOURNAL_EVENT_ADAPTER.validate_python({"time": time.time(), "event": event, **to_jsonable(fields)})
+        line = json.dumps(record.model_dump(mode="json"), sort_keys=True, allow_nan=False)
         with self.journal_path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n")
+            handle.write(line + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 

@@ -1,0 +1,80 @@
+"""journal.jsonl: one event per line, appended and fsynced as the run goes, so a crash loses at most one line.
+
+Every event has `time` (Unix seconds) and `event`, its name, which picks the shape. `RunArtifacts.journal`
+(`orchestrator/run/ledger/artifacts.py`) validates each event against `JournalEvent` before writing it, so
+an event name or field not listed here is a programming error, never a silently different line.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from protocol.base import StrictModel
+from protocol.outcome import ExitCode, StoppingReason
+from protocol.results import CommitRecord, Decision, EvaluationStatus
+from protocol.roles import Role
+
+
+class _Event(StrictModel):
+    time: float
+
+
+class RunStartedEvent(_Event):
+    event: Literal["run_started"]
+    argv: list[str]
+
+
+class EvaluationEvent(_Event):
+    """One fresh-worker evaluation ended (any role)."""
+
+    event: Literal["evaluation"]
+    experiment_id: str
+    label: Role
+    tag: str
+    status: EvaluationStatus
+    reason: str
+    wall_seconds: float
+
+
+class ExperimentEvent(_Event):
+    """A candidate (or the finalist) got its decision."""
+
+    event: Literal["experiment"]
+    experiment_id: str
+    decision: Decision | None
+    aggregate_speedup: float | None
+
+
+class CommitEvent(_Event):
+    """A promotion, final or rollback commit, whatever its outcome."""
+
+    event: Literal["commit"]
+    record: CommitRecord
+
+
+class RunFinishedEvent(_Event):
+    event: Literal["run_finished"]
+    exit_code: ExitCode
+    stopping_reason: StoppingReason
+
+
+class RunAbortedEvent(_Event):
+    """The run stopped early with one message (bad baseline, tampered bundle, a checkout that takes no commits)."""
+
+    event: Literal["run_aborted"]
+    message: str
+    exit_code: ExitCode
+
+
+class RunInterruptedEvent(_Event):
+    event: Literal["run_interrupted"]
+
+
+JournalEvent = Annotated[
+    RunStartedEvent | EvaluationEvent | ExperimentEvent | CommitEvent | RunFinishedEvent | RunAbortedEvent
+    | RunInterruptedEvent,
+    Field(discriminator="event"),
+]
+JOURNAL_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(JournalEvent)
