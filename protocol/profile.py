@@ -1,13 +1,16 @@
-"""The structured profile request (seed Layer 2) sent to `harness.profile(artifact, case, request)`."""
+"""The structured profile request (seed Layer 2) sent to `harness.profile(artifact, case, request)`, and the
+profile documents a run writes from the replies (the replies themselves are the harness's, kept as given).
+"""
 
 from __future__ import annotations
 
 from pathlib import PurePath
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from protocol.base import StrictModel
+from protocol.results import EvaluationStatus
 
 ProfileTool = Literal["proton_launch", "native_profiler", "ncu", "proton_intra_kernel"]
 
@@ -58,3 +61,40 @@ def resolve_native_profiler(request: ProfileRequest, backend: str) -> tuple[Prof
         if tool not in tools:
             tools.append(tool)
     return request.model_copy(update={"tools": tools}), diagnostics
+
+
+# ---- documents (written by orchestrator/run/loop.py and orchestrator/run/profile_step.py) -----------------
+
+# baseline_profile.json, best_profile.json: case id -> the harness's profile reply (null: that case has none).
+ProfilesByCase = dict[str, dict[str, Any] | None]
+
+
+class ProfileDelta(StrictModel):
+    """One profile figure of a candidate against the incumbent (null: missing on either side)."""
+
+    candidate: float | None
+    incumbent: float | None
+    delta: float | None  # candidate - incumbent
+    relative: float | None  # delta / incumbent (null when the incumbent is 0)
+
+
+class CaseProfileComparison(StrictModel):
+    """One case of experiments/<id>/profile.json."""
+
+    profile: dict[str, Any] | None  # the candidate's profile reply (deep one when taken)
+    deltas: dict[str, ProfileDelta]  # "ncu.duration_us", "proton.main_kernel_us", ... -> delta
+    # Why the NCU regression veto could not be checked for this case; the key is absent when it was.
+    veto_diagnostic: str | None = Field(default=None, exclude_if=lambda value: value is None)
+
+
+# experiments/<id>/profile.json: case id -> the candidate's profile and its deltas against the incumbent.
+ExperimentProfiles = dict[str, CaseProfileComparison]
+
+
+class DiagnosticProfile(StrictModel):
+    """experiments/<id>/diagnostic_profile.json: intra-kernel traces, never benchmarked or decided on."""
+
+    diagnostic_only: Literal[True]
+    status: EvaluationStatus
+    reason: str
+    profiles: ProfilesByCase

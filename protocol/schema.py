@@ -1,17 +1,36 @@
-"""JSON Schemas of every public model, for `tlx-agent schema`."""
+"""JSON Schemas of every public model and of every document a command writes, for `tlx-agent schema`.
+
+Two kinds of names, one mapping: models by name (the inputs, the worker messages and the result parts, as
+`tlx-agent schema` has always printed them), and documents by the path a command writes them to under its
+`--output-dir`, `<id>` standing for one experiment id. `tlx-agent validate` writes bundle.lock.json and the
+frozen bundle/; optimize's built-in preflight writes the same under validation/. A journal.jsonl schema
+describes one line. `error_document` is what any subcommand prints on stdout when it fails.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from protocol.bundle import Budget, Case, Target
-from protocol.profile import ProfileRequest
-from protocol.results import CaseMeasurement, Evaluation, ExperimentRecord, RunResult, SampleStats
+from protocol.errors import ErrorDocument
+from protocol.journal import JournalEvent
+from protocol.lock import BundleLock
+from protocol.manifest import RunManifest
+from protocol.profile import DiagnosticProfile, ExperimentProfiles, ProfileRequest, ProfilesByCase
+from protocol.results import (
+    CaseMeasurement,
+    CommitRecord,
+    Evaluation,
+    ExperimentRecord,
+    RunResult,
+    SampleStats,
+)
 from protocol.worker import WorkerCommand, WorkerEvent
 
-SCHEMA_SOURCES: dict[str, Any] = {
+MODEL_SCHEMAS: dict[str, Any] = {
     "case": Case,
     "cases": list[Case],
     "target": Target,
@@ -24,8 +43,46 @@ SCHEMA_SOURCES: dict[str, Any] = {
     "evaluation": Evaluation,
     "experiment": ExperimentRecord,
     "run_result": RunResult,
+    "error_document": ErrorDocument,
 }
+
+_VALIDATION_DOCUMENTS: dict[str, Any] = {
+    "bundle.lock.json": BundleLock,
+    "bundle/cases.json": list[Case],
+    "bundle/target.json": Target,
+    "bundle/budget.json": Budget,
+}
+
+DOCUMENT_SCHEMAS: dict[str, Any] = {
+    "result.json": RunResult,
+    "run.json": RunManifest,
+    "journal.jsonl": JournalEvent,
+    "experiments.json": list[ExperimentRecord],
+    "experiments/<id>/result.json": ExperimentRecord,
+    "experiments/<id>/profile.json": ExperimentProfiles,
+    "experiments/<id>/diagnostic_profile.json": DiagnosticProfile,
+    "experiments/<id>/commit_revalidation.json": Evaluation,
+    "baseline_profile.json": ProfilesByCase,
+    "best_profile.json": ProfilesByCase,
+    "promotion_commits.json": list[CommitRecord],
+    "auto_commit.json": CommitRecord,
+    "rollback_commit.json": CommitRecord,
+    **_VALIDATION_DOCUMENTS,
+    **{f"validation/{name}": source for name, source in _VALIDATION_DOCUMENTS.items()},
+}
+
+SCHEMA_SOURCES: dict[str, Any] = {**MODEL_SCHEMAS, **DOCUMENT_SCHEMAS}
 
 
 def all_schemas() -> dict[str, Any]:
     return {name: TypeAdapter(source).json_schema() for name, source in SCHEMA_SOURCES.items()}
+
+
+def document_name(relative_path: str, names: Iterable[str] = DOCUMENT_SCHEMAS) -> str | None:
+    """The document name among `names` for a path relative to an output directory (None: no document)."""
+    parts = relative_path.split("/")
+    for name in names:
+        pattern = name.split("/")
+        if len(pattern) == len(parts) and all(p == "<id>" or p == q for p, q in zip(pattern, parts, strict=True)):
+            return name
+    return None
