@@ -12,6 +12,8 @@ import socket
 import sys
 import time
 
+from sandbox_worker.server import PROTOCOL_VERSION
+
 SCENARIO = sys.argv[1]
 SOCK = socket.socket(fileno=int(os.environ["TLX_PROTOCOL_FD"]))
 READER = SOCK.makefile("rb")
@@ -35,7 +37,8 @@ def reply(command: dict, value: dict) -> None:
 
 
 def main() -> int:
-    hello = json.dumps({"kind": "hello", "protocol_version": 1, "pid": os.getpid(), "python": "3"}).encode() + b"\n"
+    hello = json.dumps({"kind": "hello", "protocol_version": PROTOCOL_VERSION, "pid": os.getpid(),
+                        "python": "3"}).encode() + b"\n"
     if SCENARIO == "event_flood":  # in the same write as hello: the orchestrator reads both in one chunk
         hello += b"".join(json.dumps({"kind": "finished"}).encode() + b"\n" for _ in range(100_000))
     send_raw(hello)
