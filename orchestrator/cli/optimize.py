@@ -96,7 +96,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
             raise BundleError(f"--prior-run {config.prior_run} is invalid: {exc}") from None
         prior_digests, prior_evidence = prior.source_digests, prior.evidence
     # Before any side effect: --arch and --bundle-lock; the built-in preflight comes once the output dir exists.
-    device_view, arch, config.bundle_lock_summary = optimize_preflight(config, inputs)
+    device_view, arch, locked = optimize_preflight(config, inputs)
     config.refused_environment = refused_target_environment(inputs.target.environment)
     try:
         provider = create_provider(config)
@@ -109,7 +109,8 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     config.output_dir = output_dir
     log = LiveLog()
     log.attach_file(output_dir / "live.log")
-    preflight_failure = optimize_builtin(config, inputs, log, output_dir, device_view, arch)
+    preflight_failure, config.bundle_lock_summary = optimize_builtin(config, inputs, log, output_dir, device_view,
+                                                                     arch, locked)
     if preflight_failure is not None:
         log.close()
         return fail(preflight_failure, output_dir=str(output_dir))

@@ -20,14 +20,13 @@ from orchestrator.run.ledger.artifacts import RunArtifacts
 from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.state import RunAborted, RunState
 from orchestrator.source_digest import normalized_digest, raw_digest
-from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
+from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from protocol.bundle import Case
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.profile import ProfileRequest, resolve_native_profiler
 from protocol.results import Evaluation, EvaluationStatus
 from protocol.roles import Role
-from protocol.worker import IsolationConfig
 
 
 class Evaluator:
@@ -40,12 +39,6 @@ class Evaluator:
         self.log = log
         self.spawner = spawner or SubprocessSpawner()
         self.parent_env = dict(os.environ) if parent_env is None else parent_env
-
-    def isolation_config(self, work_dir: Path, profile_dir: Path | None) -> IsolationConfig:
-        writable = [str(work_dir)] + ([str(profile_dir)] if profile_dir is not None else [])
-        return IsolationConfig(mode=self.config.isolation, scratch_dir=str(work_dir), writable_dirs=writable,
-                               data_limit_bytes=self.config.data_limit_bytes,
-                               cpu_seconds=int(self.config.budget.max_candidate_seconds * 2) + 10)
 
     def profile_factory(self, experiment_id: str, level: str, reason: str, diagnostic: bool = False):
         if not self.config.profile:
@@ -105,7 +98,9 @@ class Evaluator:
             repetitions=budget.benchmark_repetitions, work_dir=work_dir,
             log_path=experiment_dir / ("worker.log" if role.names_the_experiment_log else f"worker-{tag}.log"),
             deadline=min(deadline, trio.current_time() + budget.max_candidate_seconds),
-            phase_seconds=budget.max_candidate_seconds, isolation=self.isolation_config(work_dir, profile_dir),
+            phase_seconds=budget.max_candidate_seconds, isolation=sandbox_for(self.config.isolation, work_dir, profile_dir,
+                                  data_limit_bytes=self.config.data_limit_bytes,
+                                  phase_seconds=budget.max_candidate_seconds),
             worker_python=self.config.worker_python, benchmark=benchmark,
             profile_request=(self.profile_factory(experiment_id, profile_level, profile_reason, diagnostic)
                              if profile_level else None))
