@@ -21,6 +21,7 @@ from typing import Any, Literal
 import trio
 
 from orchestrator.decision.statistics import sample_stats
+from orchestrator.text import one_line
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
 from orchestrator.worker.process import (
     OutputCapture,
@@ -110,14 +111,9 @@ def _failure_status(event: FailureEvent) -> EvaluationStatus | None:
     return None
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 def _failure_reason(where: str, event: FailureEvent) -> str:
     """One line for a failure event: what was attempted or which limit was hit, else what was raised."""
-    message = _one_line(event.message)
+    message = one_line(event.message, 300)
     if event.category in ("sandbox_violation", "tamper"):
         return f"{where}: sandbox violation: {message}"
     if event.category == "resource_limit":
@@ -230,7 +226,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
         raise _Stop(_failure_status(reply) or EvaluationStatus.BUILD_FAILED, _failure_reason("build", reply))
     build = _validated(BuildValue, reply.value, "build")
     if not build.success:
-        raise _Stop(EvaluationStatus.BUILD_FAILED, f"build failed: {_one_line(build.diagnostics) or 'no diagnostics'}")
+        raise _Stop(EvaluationStatus.BUILD_FAILED, f"build failed: {one_line(build.diagnostics, 300) or 'no diagnostics'}")
 
     measurements = {case.case_id: CaseMeasurement(case_id=case.case_id, protected=case.protected, weight=case.weight)
                     for case in plan.cases}
@@ -245,7 +241,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
             if status is not None:
                 raise _Stop(status, _failure_reason(f"verify (case {case.case_id})", reply))
             measurement.correct = False
-            measurement.diagnostics = f"verify raised {reply.error_type}: {_one_line(reply.message)}"
+            measurement.diagnostics = f"verify raised {reply.error_type}: {one_line(reply.message, 300)}"
         else:
             verdict = _validated(VerifyValue, reply.value, "verify")
             measurement.correct = verdict.passed
@@ -256,7 +252,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
     if failed:
         first = failed[0]
         raise _Stop(EvaluationStatus.INCORRECT,
-                    f"protected case {first.case_id} failed: {_one_line(first.diagnostics) or 'verify returned false'}")
+                    f"protected case {first.case_id} failed: {one_line(first.diagnostics, 300) or 'verify returned false'}")
 
     if plan.benchmark:
         session.phase = "benchmark"
@@ -292,7 +288,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
                 if _failure_status(reply) is EvaluationStatus.SANDBOX_VIOLATION:
                     raise _Stop(EvaluationStatus.SANDBOX_VIOLATION, _failure_reason(f"profile (case {case.case_id})", reply))
                 # Profiles are evidence, not gates: a failing profiler is recorded, the evaluation goes on.
-                measurement.profile = {"available": False, "error": f"{reply.error_type}: {_one_line(reply.message)}",
+                measurement.profile = {"available": False, "error": f"{reply.error_type}: {one_line(reply.message, 300)}",
                                        "request": request.model_dump()}
             else:
                 measurement.profile = {**reply.value, "request": request.model_dump()}

@@ -15,13 +15,14 @@ import socket
 import subprocess
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import trio
 from pydantic import BaseModel, ValidationError
 
+from orchestrator.text import one_line
 from protocol.worker import MAX_LINE_BYTES, WORKER_EVENT_ADAPTER
 
 
@@ -90,7 +91,6 @@ class OutputCapture:
     limit_bytes: int
     written: int = 0
     dropped: int = 0
-    tail: bytearray = field(default_factory=bytearray)
 
     async def drain(self, stream: trio.abc.ReceiveStream) -> None:
         """Read until EOF (the caller cancels it when a grandchild keeps the pipe open); a log file that
@@ -110,7 +110,6 @@ class OutputCapture:
                 kept = self._keep(log, chunk[: max(0, self.limit_bytes - self.written)])
                 self.written += kept
                 self.dropped += len(chunk) - kept
-                self.tail = (self.tail + chunk)[-4096:]
         finally:
             if log is not None:
                 with suppress(OSError):
@@ -211,11 +210,6 @@ class WorkerConnection:
             raise ProtocolViolation(f"data after the finished event: {describe_unsolicited(bytes(self._buffer))}")
 
 
-def _short(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def describe_unsolicited(data: bytes) -> str:
     """One line about bytes nobody asked for: the event they parse to, or their size."""
     line, newline, _rest = data.partition(b"\n")
@@ -248,7 +242,7 @@ def parse_event(line: bytes) -> Any:
     try:
         payload = json.loads(line, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ProtocolViolation(f"invalid JSON on the protocol channel: {_short(exc)}") from None
+        raise ProtocolViolation(f"invalid JSON on the protocol channel: {one_line(exc, 200) or type(exc).__name__}") from None
     try:
         return WORKER_EVENT_ADAPTER.validate_python(payload)
     except RecursionError:
