@@ -2,7 +2,8 @@
 
 Chat completions are the lowest common denominator of local servers, so the reply format is plain text:
 one fenced ```json block with the metadata and one fenced ```python block with the complete source. The
-reply is parsed and validated by the shared contract; any problem becomes a `ProposalError`, never a crash.
+reply is parsed by chat_reply.py (shared with the anthropic provider) and validated by the shared
+contract; any problem becomes a `ProposalError`, never a crash.
 """
 
 from __future__ import annotations
@@ -12,47 +13,17 @@ from collections.abc import Mapping
 from typing import Any
 
 import openai
-import trio
 
 from orchestrator.providers.base import Proposal, ProposalContext, ProposalError, ProviderConfigError
-from orchestrator.providers.contract import (
-    METADATA_KEYS,
-    fenced_blocks,
-    metadata_from_json_text,
-    validate_proposal,
+from orchestrator.providers.chat_reply import (
+    SYSTEM_MESSAGE,
+    error_detail,
+    propose_from_reply,
+    request_deadline,
+    user_message,
 )
-from orchestrator.providers.prompt import build_prompt, evidence_terms
 from orchestrator.providers.redaction import redact_secrets
 from orchestrator.text import one_line
-
-SYSTEM_MESSAGE = (
-    "You are a GPU kernel performance engineer. You propose exactly one measured, testable change to a "
-    "Triton/TLX kernel file and return the complete new file. You never special-case benchmarks."
-)
-
-REPLY_FORMAT = f"""\
-## Reply format
-Reply with exactly two fenced blocks and nothing else of substance:
-1. One ```json block holding an object with the string keys {", ".join(METADATA_KEYS)}. Each value is a single
-   line of at most 240 characters; `evidence` quotes measured numbers, case ids or metrics from above.
-2. One ```python block holding the complete replacement kernel file (not a diff, not an excerpt).
-"""
-_PROMPT_RESERVE = len(REPLY_FORMAT) + 64
-PYTHON_LANGUAGES = frozenset({"python", "py", "python3"})
-
-
-def parse_reply(text: str | None) -> tuple[str, dict[str, Any]]:
-    """(source, metadata) from a reply with exactly one ```json and one ```python block."""
-    if not text or not text.strip():
-        raise ProposalError("the model returned an empty reply")
-    blocks = fenced_blocks(text)
-    json_blocks = [body for language, body in blocks if language == "json"]
-    python_blocks = [body for language, body in blocks if language in PYTHON_LANGUAGES]
-    if len(python_blocks) != 1:
-        raise ProposalError(f"the reply has {len(python_blocks)} ```python blocks; exactly one is required")
-    if len(json_blocks) != 1:
-        raise ProposalError(f"the reply has {len(json_blocks)} ```json blocks; exactly one is required")
-    return python_blocks[0], metadata_from_json_text(json_blocks[0])
 
 
 def resolve_endpoint(
@@ -116,10 +87,9 @@ class OpenAIProvider:
         return self._client
 
     def build_messages(self, context: ProposalContext) -> list[dict[str, str]]:
-        prompt = build_prompt(context, max_chars=max(self.max_prompt_chars - _PROMPT_RESERVE, 1000))
         return [
             {"role": "system", "content": SYSTEM_MESSAGE},
-            {"role": "user", "content": f"{prompt}\n{REPLY_FORMAT}"},
+            {"role": "user", "content": user_message(context, self.max_prompt_chars)},
         ]
 
     async def _complete(self, messages: list[dict[str, str]], timeout: float) -> str | None:
@@ -132,9 +102,7 @@ class OpenAIProvider:
         except openai.APIConnectionError as exc:
             raise ProposalError(f"cannot reach the openai endpoint {self.base_url or 'default'}: {exc}") from None
         except openai.APIStatusError as exc:
-            body = exc.body if isinstance(exc.body, dict) else {}
-            message = body.get("message") if isinstance(body.get("message"), str) else exc.message
-            detail = redact_secrets(one_line(message, 300))
+            detail = error_detail(exc.body, exc.message)
             raise ProposalError(f"the openai endpoint answered HTTP {exc.status_code}: {detail}") from None
         except openai.OpenAIError as exc:
             raise ProposalError(f"the openai request failed: {redact_secrets(one_line(exc, 300))}") from None
@@ -147,14 +115,12 @@ class OpenAIProvider:
 
     async def propose(self, context: ProposalContext) -> Proposal:
         """Ask once, within the candidate deadline (retries included), and validate the reply."""
-        deadline = max(min(self.timeout_seconds * (self.max_retries + 1) + 5.0, context.deadline_seconds), 0.001)
+        deadline = request_deadline(self.timeout_seconds, self.max_retries, context)
         messages = self.build_messages(context)
-        with trio.move_on_after(deadline) as scope:
-            text = await self._complete(messages, min(self.timeout_seconds, deadline))
-        if scope.cancelled_caught:
-            raise ProposalError(f"the openai request timed out: no reply within the {deadline:g} s candidate deadline")
-        source, metadata = parse_reply(text)
-        return validate_proposal(source, metadata, context.incumbent_source, evidence_terms=evidence_terms(context))
+        return await propose_from_reply(
+            context, label="openai", deadline=deadline,
+            ask=lambda: self._complete(messages, min(self.timeout_seconds, deadline)),
+        )
 
     async def aclose(self) -> None:
         if self._client is not None:

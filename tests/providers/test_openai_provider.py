@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 import trio
 
 from orchestrator.providers.base import ProposalError, ProviderConfigError
-from orchestrator.providers.openai_provider import OpenAIProvider, parse_reply
+from orchestrator.providers.chat_reply import parse_reply
+from orchestrator.providers.openai_provider import OpenAIProvider
 from tests.providers.conftest import VECTOR_ADD, context
+from tests.providers.loopback import ScriptedServer
 
 METADATA = {
     "hypothesis": "Raising BLOCK_SIZE to 128 halves the programs of case large",
@@ -27,65 +27,27 @@ CANDIDATE = VECTOR_ADD.replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 128")
 GOOD_REPLY = f"One change.\n```json\n{json.dumps(METADATA)}\n```\n```python\n{CANDIDATE}```\n"
 
 
-class FakeOpenAI:
-    """Scripted POST /v1/chat/completions: each request pops one step; the last step repeats."""
+class FakeOpenAI(ScriptedServer):
+    """Scripted POST /v1/chat/completions (see tests/providers/loopback.py)."""
+
+    route = "/v1/chat/completions"
+    url_suffix = "/v1"
 
     def __init__(self, steps: list[tuple[str, Any]]) -> None:
-        self.steps = list(steps)
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.release = threading.Event()
-        fake = self
+        super().__init__(steps, slow_reply=GOOD_REPLY)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    def ok_body(self, request: dict[str, Any], kind: str, value: Any) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": request["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": value}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append(body)
-                fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                kind, value = fake.steps.pop(0) if len(fake.steps) > 1 else fake.steps[0]
-                if self.path != "/v1/chat/completions":
-                    return self.reply(404, {"error": {"message": f"no route {self.path}"}})
-                if kind == "status":
-                    return self.reply(value, {"error": {"message": "server exploded", "type": "server_error"}})
-                if kind == "sleep":
-                    fake.release.wait(value)
-                    value = GOOD_REPLY
-                self.reply(200, {
-                    "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()),
-                    "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": value}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                })
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return {"error": {"message": message, "type": "server_error"}}
 
-            def reply(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.send_header("x-should-retry", "true" if status >= 500 else "false")
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> FakeOpenAI:
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+    def error_headers(self, status: int) -> dict[str, str]:
+        return {"x-should-retry": "true" if status >= 500 else "false"}
 
 
 @pytest.fixture
