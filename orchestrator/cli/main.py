@@ -45,10 +45,12 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     inputs.add_argument("--reference-kernel", type=Path, help="trusted reference implementation, frozen into the bundle")
     inputs.add_argument("--prior-run", type=Path, help="earlier output dir: its source hashes and evidence (read-only)")
     gen = parser.add_argument_group("candidate generation")
-    gen.add_argument("--provider", choices=("tune", "replay", "openai", "codex"), default="tune")
+    gen.add_argument("--provider", choices=("tune", "replay", "openai", "anthropic", "codex", "claude"),
+                     default="tune", help="candidate generator (README: Choosing a generator)")
     gen.add_argument("--replay-dir", type=Path, help="directory of candidates 001.py, 002.py, ... for --provider replay")
     gen.add_argument("--model", help="model name passed to the provider (never invented)")
-    gen.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
+    gen.add_argument("--base-url", help="endpoint for openai (default: OPENAI_BASE_URL) or anthropic and claude "
+                                        "(default: ANTHROPIC_BASE_URL)")
     budget = parser.add_argument_group("budget")
     budget.add_argument("--max-rounds", type=int, default=defaults.max_rounds)
     budget.add_argument("--candidates-per-round", type=int, default=defaults.candidates_per_round)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from orchestrator.providers.base import CandidateProvider, ProviderConfigError
 from orchestrator.run.config import RunConfig
 
-PROVIDERS = ("tune", "replay", "openai", "codex")
+PROVIDERS = ("tune", "replay", "openai", "anthropic", "codex", "claude")
 
 
 def create_provider(config: RunConfig) -> CandidateProvider:
@@ -24,8 +24,18 @@ def create_provider(config: RunConfig) -> CandidateProvider:
 
         return OpenAIProvider(model=config.model, base_url=config.base_url, api_key=None,
                               timeout_seconds=config.budget.max_candidate_seconds)
+    if config.provider == "anthropic":
+        from orchestrator.providers.anthropic_provider import AnthropicProvider
+
+        return AnthropicProvider(model=config.model, base_url=config.base_url, api_key=None,
+                                 timeout_seconds=config.budget.max_candidate_seconds)
     if config.provider == "codex":
         from orchestrator.providers.codex import CodexProvider
 
         return CodexProvider(model=config.model, timeout_seconds=config.budget.max_candidate_seconds)
+    if config.provider == "claude":
+        from orchestrator.providers.claude_code import ClaudeCodeProvider
+
+        return ClaudeCodeProvider(model=config.model, timeout_seconds=config.budget.max_candidate_seconds,
+                                  base_url=config.base_url)
     raise ProviderConfigError(f"unknown provider {config.provider!r}; choose one of {', '.join(PROVIDERS)}")
