@@ -45,7 +45,7 @@ class Target(StrictModel):
     environment: dict[str, str] = Field(default_factory=dict)
     optimization_guidance: str = ""
     main_scope: str | None = None
-    # Accepted for compatibility with the anchor's bundles; recorded, not interpreted.
+    # Accepted so bundles written for other tools load; recorded, not interpreted.
     optimization_skills: list[str] = Field(default_factory=list)
     supported_experiment_kinds: list[str] = Field(default_factory=lambda: ["promotable", "human_review"])
     evaluation_policy: dict[str, Any] = Field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The structured profile request (seed Layer 2) sent to `harness.profile(artifact, case, request)`, and the
+"""The structured profile request sent to `harness.profile(artifact, case, request)`, and the
 profile documents a run writes from the replies (the replies themselves are the harness's, kept as given).
 """
 

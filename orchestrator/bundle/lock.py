@@ -4,7 +4,7 @@ The lock names every input by absolute path and sha256 (kernel included: validat
 the harness functions, the case ids, every check with its result, the versions and the device. `optimize
 --bundle-lock` accepts a lock only when it passed and every file still hashes the same; anything else
 stops the run with one line naming the file, because a bundle that changed after validation is not the
-bundle that was validated (seed Layer 1: never silently reuse a nearby bundle).
+bundle that was validated (a bundle is never silently reused for nearby inputs).
 """
 
 from __future__ import annotations

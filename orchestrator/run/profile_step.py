@@ -16,6 +16,7 @@ from orchestrator.run.evaluator import Evaluator
 from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import write_json
 from orchestrator.run.state import RunState
+from protocol.profile import CaseProfileComparison, DiagnosticProfile
 from protocol.results import Evaluation, ExperimentRecord
 from protocol.roles import Role
 
@@ -52,19 +53,19 @@ async def profile_evidence(evaluator: Evaluator, state: RunState, record: Experi
                                                                               evaluator.config.budget.min_speedup)
                else "summary evidence is sufficient (not near the threshold, no disagreement, no stagnation)")
         evaluator.log.event(f"{record.experiment_id} deep_profile=skipped reason={why!r}")
-    profiles = {}
+    profiles: dict[str, CaseProfileComparison] = {}
     veto = None
     for case_id in cases:
         mine = (deep.case(case_id).profile if deep and deep.case(case_id) else None) or candidate_profiles.get(case_id)
         theirs = incumbent_profiles.get(case_id)
         deltas = profile_rules.profile_deltas(mine, theirs)
-        profiles[case_id] = {"profile": mine, "deltas": deltas}
+        profiles[case_id] = CaseProfileComparison(profile=mine, deltas=deltas)
         evaluator.log.event(f"{record.experiment_id} profile case={case_id} "
                        + reporting.format_profile_for_log(mine, deltas))
         veto = veto or profile_rules.ncu_regression_veto(mine, theirs)
         unchecked = profile_rules.ncu_veto_unavailable_reason(mine, theirs)
         if unchecked:
-            profiles[case_id]["veto_diagnostic"] = unchecked
+            profiles[case_id].veto_diagnostic = unchecked
     write_json(evaluator.artifacts.experiment_dir(record.experiment_id) / "profile.json", profiles)
     return veto
 
@@ -80,8 +81,8 @@ async def diagnostic_instrumentation(evaluator: Evaluator, state: RunState, expe
                                      profile_level="deep", profile_reason="diagnostic_instrumentation",
                                      benchmark=False)
     write_json(evaluator.artifacts.experiment_dir(experiment_id) / "diagnostic_profile.json",
-               {"diagnostic_only": True, "status": evaluation.status.value, "reason": evaluation.reason,
-                "profiles": reporting.profiles_by_case(evaluation)})
+               DiagnosticProfile(diagnostic_only=True, status=evaluation.status, reason=evaluation.reason,
+                                 profiles=reporting.profiles_by_case(evaluation)))
     available = [m.case_id for m in evaluation.cases if (m.profile or {}).get("instrumentation", {}) and
                  (m.profile or {}).get("instrumentation", {}).get("available")]
     evaluator.log.event(f"{experiment_id} diagnostic_instrumentation={evaluation.status.value} "

@@ -42,5 +42,5 @@ class RunState:
     written_sources: dict[str, str] = field(default_factory=dict)
     stopping_reason: StoppingReason = StoppingReason.ROUND_BUDGET_EXHAUSTED
     # what the baseline's worker saw: the device and the isolation layers it ran under (for run.json)
-    device: dict[str, Any] | None = None
+    device: str | None = None
     worker_isolation: dict[str, Any] = field(default_factory=dict)
