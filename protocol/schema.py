@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from protocol.bundle import Budget, Case, Target
+from protocol.commands import DoctorOutput, InitBundleOutput
 from protocol.errors import ErrorDocument
 from protocol.journal import JournalEvent
 from protocol.lock import BundleLock
@@ -44,6 +45,8 @@ MODEL_SCHEMAS: dict[str, Any] = {
     "experiment": ExperimentRecord,
     "run_result": RunResult,
     "error_document": ErrorDocument,
+    "init_bundle_output": InitBundleOutput,
+    "doctor_output": DoctorOutput,
 }
 
 _VALIDATION_DOCUMENTS: dict[str, Any] = {

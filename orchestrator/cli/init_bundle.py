@@ -17,6 +17,7 @@ from orchestrator.bundle.inputs import parse_python
 from orchestrator.cli.output import emit
 from orchestrator.run.ledger.live_log import LiveLog
 from protocol.bundle import BundleError
+from protocol.commands import InitBundleOutput
 from protocol.outcome import ExitCode
 
 
@@ -57,8 +58,9 @@ def init_bundle_main(args: argparse.Namespace) -> int:
     log.event(f"init-bundle entry={signature.name} kind={args.kind} backend={args.backend} inputs={signature.inputs} "
               f"outputs={signature.outputs} main_scope={signature.main_scope} out={str(out)!r}")
     log.event("init-bundle next: edit the TODOs in harness.py, then run: " + shlex.join(command))
-    emit({"success": True, "exit_code": int(ExitCode.OK), "bundle_dir": str(out),
-          "files": {name: str(path) for name, path in files.items()}, "entry": signature.name, "kind": args.kind,
-          "backend": args.backend, "inputs": signature.inputs, "outputs": signature.outputs,
-          "main_scope": signature.main_scope, "validate_command": command})
+    emit(InitBundleOutput(
+        success=True, exit_code=ExitCode.OK, bundle_dir=str(out), files={name: str(path) for name, path in files.items()},
+        entry=signature.name, kind=args.kind, backend=args.backend, inputs=list(signature.inputs),
+        outputs=list(signature.outputs), main_scope=signature.main_scope, validate_command=command,
+    ).model_dump(mode="json"))
     return ExitCode.OK

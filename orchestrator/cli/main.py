@@ -14,12 +14,13 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from orchestrator.cli import simulate
+from orchestrator.cli import report, simulate, skill
 from orchestrator.cli.output import emit, fail
 from protocol.bundle import Budget, BundleError
+from protocol.commands import DoctorOutput
 from protocol.outcome import ExitCode
 
-SUBCOMMANDS = ("optimize", "validate", "init-bundle", "schema", "doctor", "simulate")
+SUBCOMMANDS = ("optimize", "validate", "init-bundle", "schema", "doctor", "simulate", "report", "skill")
 
 
 class UsageError(Exception):
@@ -147,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--worker-python", default=sys.executable)
     doctor.add_argument("--isolation", choices=("strict", "standard", "off"), default="standard")
     simulate.add_arguments(sub.add_parser("simulate", help="decide a recorded run again from its records (no worker)"))
+    report.add_arguments(sub.add_parser("report", help="the completion report of a run: workload, device, latencies, "
+                                                       "speedup, CV, correctness, stopping reason, commit"))
+    skill.add_arguments(sub.add_parser("skill", help="install the agent skill where Claude Code or Codex finds it"))
     return parser
 
 
@@ -156,7 +160,8 @@ def doctor_command(args: argparse.Namespace) -> int:
 
     statuses = probe_isolation_sync(args.worker_python, args.isolation)
     sys.stderr.write(format_doctor_report(statuses) + "\n")
-    emit({"isolation_mode": args.isolation, "layers": statuses, "strict_ok": not strict_refusals(statuses)})
+    emit(DoctorOutput(isolation_mode=args.isolation, layers=statuses,
+                      strict_ok=not strict_refusals(statuses)).model_dump(mode="json"))
     return ExitCode.OK
 
 
@@ -179,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
             return doctor_command(args)
         if args.command == "simulate":
             return simulate.simulate_main(args)
+        if args.command == "report":
+            return report.report_main(args)
+        if args.command == "skill":
+            return skill.skill_main(args)
         if args.command == "validate":
             from orchestrator.cli.validate import validate_main
 

@@ -1,0 +1,32 @@
+"""What the smaller subcommands print on stdout when they succeed (each prints exactly one JSON document)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from protocol.base import StrictModel
+from protocol.outcome import ExitCode
+
+
+class InitBundleOutput(StrictModel):
+    """`tlx-agent init-bundle`: the starter files written and the command that validates them."""
+
+    success: Literal[True]
+    exit_code: ExitCode
+    bundle_dir: str
+    files: dict[str, str]  # harness / cases / target -> absolute path
+    entry: str
+    kind: str
+    backend: str
+    inputs: list[str]
+    outputs: list[str]
+    main_scope: str | None
+    validate_command: list[str]  # argv of the validate command, ready to run
+
+
+class DoctorOutput(StrictModel):
+    """`tlx-agent doctor`: each isolation layer as active, degraded:<reason> or unavailable:<reason>."""
+
+    isolation_mode: Literal["strict", "standard", "off"]
+    layers: dict[str, str]
+    strict_ok: bool
