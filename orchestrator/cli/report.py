@@ -1,0 +1,364 @@
+"""`tlx-agent report RUN`: the completion report of an `optimize` run, the block an agent quotes to the user.
+
+RUN is the run's output directory, or the JSON document `optimize` printed on stdout, saved to a file (a
+result, or an error document). stdout: one JSON document, the `CompletionReport` (protocol/completion.py),
+as for every subcommand; `--format text` also prints it as a readable block on stderr, as `doctor` and
+`simulate` print their tables, so a script can keep reading stdout while the agent quotes the block.
+
+A run that did not finish (no result.json) still gets a report, saying so with the error: from the error
+document when RUN is one, else from the journal (`run_aborted`, `run_interrupted`), else from the built-in
+preflight's failed lock (`validation/bundle.lock.json`), else the last live-log line. Exit 0 whenever a
+report was made, whatever the run's own outcome (that is the report's `exit_code`); 1 when RUN is no run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from orchestrator.cli.output import emit, fail
+from orchestrator.text import one_line
+from protocol.bundle import Case
+from protocol.completion import CaseOutcome, CompletionReport
+from protocol.errors import ErrorDocument
+from protocol.journal import JOURNAL_EVENT_ADAPTER
+from protocol.manifest import InputPaths
+from protocol.outcome import ExitCode, StoppingReason
+from protocol.results import CommitRecord, RunReport
+
+# What each exit code of `optimize` means, in the words of README.md.
+EXIT_MEANINGS = {
+    ExitCode.OK: "a winner was promoted and survived revalidation",
+    ExitCode.ERROR: "invalid input or internal error",
+    ExitCode.NO_WINNER: "no qualifying winner",
+    ExitCode.COMMIT_FAILED: "a commit failed",
+    ExitCode.HUMAN_REVIEW: "a person should review a candidate",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+# The labels of the text block, in order; tests/skill/ checks that a real run's block has each one.
+TEXT_LABELS = ("outcome", "output directory", "kernel", "bundle", "device", "workload", "aggregate speedup", "CV",
+               "correctness", "stopping reason", "commit", "best kernel", "wall time")
+CASES_ADAPTER: TypeAdapter[list[Case]] = TypeAdapter(list[Case])
+
+
+class ReportError(Exception):
+    """RUN is not something a report can be made from; the message names the file and why."""
+
+
+class _ResultView(BaseModel):
+    """The parts of result.json a report reads (the experiments and evaluations are left out)."""
+
+    model_config = ConfigDict(extra="ignore")
+    report: RunReport
+    success: bool
+    exit_code: ExitCode
+    stopping_reason: StoppingReason
+    winner_experiment_id: str
+    best_kernel_path: str
+    commits: list[CommitRecord] = Field(default_factory=list)
+    wall_seconds: float | None = None
+    output_dir: str
+
+
+class _ManifestView(BaseModel):
+    """The parts of run.json a report reads; a run.json from another version still gives what it has."""
+
+    model_config = ConfigDict(extra="ignore")
+    inputs: InputPaths | None = None
+    device: str | None = None
+    budget: dict[str, Any] = Field(default_factory=dict)
+    target: dict[str, Any] = Field(default_factory=dict)
+    bundle: dict[str, Any] = Field(default_factory=dict)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN",
+                        help="the run's --output-dir, or the JSON document optimize printed on stdout, saved to a file")
+    parser.add_argument("--format", choices=("json", "text"), default="json",
+                        help="json: the report on stdout only; text: also a readable block on stderr "
+                             "(stdout stays the one JSON document)")
+    parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
+
+
+# ---- reading ------------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path} cannot be read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+
+
+def _manifest(output_dir: Path | None) -> tuple[_ManifestView | None, Path | None]:
+    path = output_dir / "run.json" if output_dir is not None else None
+    if path is None or not path.is_file():
+        return None, None
+    try:
+        return _ManifestView.model_validate(_read_json(path)), path
+    except ValidationError as exc:
+        raise ReportError(f"{path} is not a run.json: {one_line(exc, 300)}") from None
+
+
+def _frozen_cases(manifest: _ManifestView | None, output_dir: Path | None) -> tuple[list[CaseOutcome], Path | None]:
+    """The workload of a run without result.json, from the frozen bundle (no measurements)."""
+    directory = manifest.bundle.get("directory") if manifest else None
+    candidates = [Path(directory) / "cases.json"] if directory else []
+    if output_dir is not None:
+        candidates.append(output_dir / "bundle" / "cases.json")
+    for path in candidates:
+        if path.is_file():
+            try:
+                cases = CASES_ADAPTER.validate_python(_read_json(path))
+            except ValidationError as exc:
+                raise ReportError(f"{path} is not a cases.json: {one_line(exc, 300)}") from None
+            return [CaseOutcome(case_id=case.case_id, parameters=case.parameters, weight=case.weight,
+                                protected=case.protected, baseline_median_us=None, final_median_us=None, speedup=None,
+                                baseline_cv=None, final_cv=None, correct=None)
+                    for case in cases], path
+    return [], None
+
+
+def _journal_end(output_dir: Path) -> tuple[str | None, ExitCode | None, StoppingReason | None, bool]:
+    """(error, exit code, stopping reason, started) from journal.jsonl; a line that does not parse is skipped
+    (a crash can tear the last one)."""
+    path = output_dir / "journal.jsonl"
+    if not path.is_file():
+        return None, None, None, False
+    error: str | None = None
+    exit_code: ExitCode | None = None
+    reason: StoppingReason | None = None
+    started = False
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = JOURNAL_EVENT_ADAPTER.validate_json(line)
+        except ValidationError:
+            continue
+        if event.event == "run_started":
+            started = True
+        elif event.event == "run_aborted":
+            error, exit_code = event.message, event.exit_code
+        elif event.event == "run_interrupted":
+            error, exit_code, reason = "interrupted", ExitCode.INTERRUPTED, StoppingReason.INTERRUPTED
+    return error, exit_code, reason, started
+
+
+def _preflight_failure(output_dir: Path) -> str | None:
+    """The failed checks of optimize's built-in preflight, which stops a run before its journal exists."""
+    path = output_dir / "validation" / "bundle.lock.json"
+    if not path.is_file():
+        return None
+    lock = _read_json(path)
+    if not isinstance(lock, dict) or lock.get("passed", True):
+        return None
+    failed = [f"{check.get('name')}: {check.get('message')}" for check in lock.get("checks", [])
+              if isinstance(check, dict) and check.get("status") == "failed"]
+    return f"bundle preflight failed: {'; '.join(failed) or ', '.join(lock.get('failed_checks', []))} (details: {path})"
+
+
+def _last_log_line(output_dir: Path) -> str | None:
+    path = output_dir / "live.log"
+    if not path.is_file():
+        return None
+    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def _unfinished_error(output_dir: Path) -> tuple[str, ExitCode | None, StoppingReason | None]:
+    error, exit_code, reason, started = _journal_end(output_dir)
+    if error is not None:
+        return error, exit_code, reason
+    preflight = _preflight_failure(output_dir)
+    if preflight is not None:
+        return preflight, ExitCode.ERROR, None
+    last = _last_log_line(output_dir)
+    if not started and last is None and not (output_dir / "run.json").is_file():
+        raise ReportError(f"{output_dir} is not a tlx-agent output directory (no result.json, run.json, "
+                          "journal.jsonl or live.log)")
+    return ("no result.json and no recorded error: the run is still going, or was killed; "
+            f"last live-log line: {one_line(last or '(none)', 300)}"), None, None
+
+
+def _finished(result: _ResultView, manifest: _ManifestView | None, sources: list[Path]) -> CompletionReport:
+    report = result.report
+    workload = [CaseOutcome(**case.model_dump()) for case in report.workload]
+    protected = [case.correct for case in workload if case.protected]
+    final_cvs = [case.final_cv for case in workload if case.final_cv is not None]
+    return CompletionReport(
+        finished=True, exit_code=result.exit_code, success=result.success, output_dir=result.output_dir, error=None,
+        kernel=manifest.inputs.kernel if manifest and manifest.inputs else None,
+        inputs=manifest.inputs if manifest else None, workload=workload,
+        device=report.device or (manifest.device if manifest else None), backend=report.backend,
+        architecture=report.architecture, aggregate_speedup=report.aggregate_speedup,
+        worst_final_cv=max(final_cvs) if final_cvs else None,
+        max_cv=manifest.budget.get("max_cv") if manifest else None,
+        all_protected_correct=None if None in protected else all(protected),
+        stopping_reason=result.stopping_reason, winner_experiment_id=result.winner_experiment_id,
+        best_kernel_path=result.best_kernel_path, commit=report.commit, commits=result.commits,
+        wall_seconds=result.wall_seconds, sources=[str(path) for path in sources])
+
+
+def _unfinished(output_dir: Path | None, error: str, exit_code: ExitCode | None,
+                stopping_reason: StoppingReason | None, sources: list[Path]) -> CompletionReport:
+    manifest, manifest_path = _manifest(output_dir)
+    workload, cases_path = _frozen_cases(manifest, output_dir)
+    sources += [path for path in (manifest_path, cases_path) if path is not None]
+    return CompletionReport(
+        finished=False, exit_code=exit_code, success=False,
+        output_dir=str(output_dir) if output_dir is not None else None, error=error,
+        kernel=manifest.inputs.kernel if manifest and manifest.inputs else None,
+        inputs=manifest.inputs if manifest else None, workload=workload,
+        device=manifest.device if manifest else None,
+        backend=manifest.target.get("backend") if manifest else None,
+        architecture=manifest.target.get("architecture") if manifest else None,
+        aggregate_speedup=None, worst_final_cv=None, max_cv=manifest.budget.get("max_cv") if manifest else None,
+        all_protected_correct=None, stopping_reason=stopping_reason, winner_experiment_id=None,
+        best_kernel_path=None, commit=None, commits=[], wall_seconds=None, sources=[str(path) for path in sources])
+
+
+def _from_result_document(document: dict[str, Any], path: Path) -> CompletionReport:
+    try:
+        result = _ResultView.model_validate(document)
+    except ValidationError as exc:
+        raise ReportError(f"{path} is not a result of tlx-agent optimize: {one_line(exc, 300)}") from None
+    manifest, manifest_path = _manifest(Path(result.output_dir))
+    if manifest is None and path.name == "result.json":  # a copied output dir: run.json sits next to it
+        manifest, manifest_path = _manifest(path.parent)
+    return _finished(result, manifest, [path, *([manifest_path] if manifest_path else [])])
+
+
+def load_completion(run: Path) -> CompletionReport:
+    """The completion report of RUN (an output directory or a saved stdout document); raises ReportError."""
+    run = run.expanduser().resolve()
+    if run.is_dir():
+        result_path = run / "result.json"
+        if result_path.is_file():
+            return _from_result_document(_read_json(result_path), result_path)
+        error, exit_code, reason = _unfinished_error(run)
+        return _unfinished(run, error, exit_code, reason, [])
+    if not run.is_file():
+        raise ReportError(f"{run} does not exist; pass the run's --output-dir or its saved stdout document")
+    document = _read_json(run)
+    if isinstance(document, dict) and "report" in document:
+        return _from_result_document(document, run)
+    try:
+        failure = ErrorDocument.model_validate(document)
+    except ValidationError:
+        raise ReportError(f"{run} is neither a result nor an error document of tlx-agent optimize") from None
+    output_dir = Path(failure.output_dir) if failure.output_dir else None
+    if output_dir is not None and (output_dir / "result.json").is_file():
+        return _from_result_document(_read_json(output_dir / "result.json"), output_dir / "result.json")
+    return _unfinished(output_dir, failure.error, failure.exit_code, failure.stopping_reason, [run])
+
+
+# ---- text ---------------------------------------------------------------------------------------------
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _yes(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
+def _parameters(parameters: dict[str, Any]) -> str:
+    return " ".join(f"{key}={json.dumps(value) if not isinstance(value, str) else value}"
+                    for key, value in parameters.items()) or "-"
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in rows]
+
+
+def _outcome(report: CompletionReport) -> str:
+    code = f"exit {int(report.exit_code)}" if report.exit_code is not None else "exit code unknown"
+    meaning = EXIT_MEANINGS.get(report.exit_code, "") if report.exit_code is not None else ""
+    if report.finished:
+        return f"finished, {code}: {meaning}"
+    return f"NOT finished, {code}{': ' + meaning if meaning else ''}; error: {report.error}"
+
+
+def _correctness(report: CompletionReport) -> str:
+    if report.all_protected_correct is None:
+        return "not established (no verdict for every protected case)"
+    if report.all_protected_correct:
+        return "every protected case correct"
+    failing = [case.case_id for case in report.workload if case.protected and case.correct is False]
+    return "protected case(s) INCORRECT: " + ", ".join(failing)
+
+
+def _commit_lines(report: CompletionReport) -> list[str]:
+    lines = [f"commit: {report.commit or '-'}"]
+    for record in report.commits:
+        detail = record.subject or record.reason
+        lines.append(f"  {record.kind} {record.status}: vcs={record.vcs or '-'} revision={record.revision or '-'} "
+                     f"repository={record.repository or '-'}" + (f" ({one_line(detail, 160)})" if detail else ""))
+    return lines
+
+
+def format_text(report: CompletionReport) -> str:
+    """The report as a block to quote; every line starts with one of TEXT_LABELS (or is a table row)."""
+    inputs = report.inputs
+    bundle = (f"harness={inputs.harness} cases={inputs.cases} target={inputs.target}"
+              + (f" budget={inputs.budget}" if inputs.budget else "")
+              + (f" reference_kernel={inputs.reference_kernel}" if inputs.reference_kernel else "")) if inputs else "-"
+    platform = ", ".join(part for part in (f"backend {report.backend}" if report.backend else "",
+                                            f"architecture {report.architecture}" if report.architecture else "")
+                         if part)
+    lines = [
+        "TLX kernel optimization agent: completion report",
+        f"outcome: {_outcome(report)}",
+        f"output directory: {report.output_dir or '- (the run failed before creating it)'}",
+        f"kernel: {report.kernel or '-'}",
+        f"bundle: {bundle}",
+        f"device: {report.device or 'unknown'}" + (f" ({platform})" if platform else ""),
+        f"workload: {len(report.workload)} case(s)",
+    ]
+    if report.workload:
+        rows = [("case", "parameters", "weight", "protected", "baseline_us", "final_us", "speedup", "baseline_cv",
+                 "final_cv", "correct")]
+        rows += [(case.case_id, _parameters(case.parameters), f"{case.weight:g}", _yes(case.protected),
+                  _num(case.baseline_median_us, ".3f"), _num(case.final_median_us, ".3f"),
+                  _num(case.speedup, ".4f") + ("x" if case.speedup is not None else ""),
+                  _num(case.baseline_cv, ".4f"), _num(case.final_cv, ".4f"), _yes(case.correct))
+                 for case in report.workload]
+        lines += _table(rows)
+    speedup = f"{report.aggregate_speedup:.4f}x (weighted geometric mean)" if report.aggregate_speedup is not None \
+        else "-"
+    if report.winner_experiment_id:
+        speedup += f"; winner {report.winner_experiment_id}"
+    lines += [
+        f"aggregate speedup: {speedup}",
+        f"CV: worst final {_num(report.worst_final_cv, '.4f')} (max_cv {_num(report.max_cv, 'g')})",
+        f"correctness: {_correctness(report)}",
+        f"stopping reason: {report.stopping_reason.value if report.stopping_reason else '-'}",
+        *_commit_lines(report),
+        f"best kernel: {report.best_kernel_path or '-'}",
+        f"wall time: {_num(report.wall_seconds, '.1f')} s" if report.wall_seconds is not None else "wall time: -",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def report_main(args: argparse.Namespace) -> int:
+    try:
+        report = load_completion(args.run)
+    except ReportError as exc:
+        return fail(str(exc))
+    if args.format == "text":
+        sys.stderr.write(format_text(report))
+        sys.stderr.flush()
+    emit(report.model_dump(mode="json"))
+    return ExitCode.OK
+
+
+__all__ = ["CompletionReport", "ReportError", "add_arguments", "format_text", "load_completion", "report_main"]
