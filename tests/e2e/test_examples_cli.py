@@ -10,6 +10,14 @@ from tests.conftest import VECTOR_ADD, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
+# The interpreter's timings on a shared 2-core machine drift between worker processes by tens of percent
+# (the promotion tests of tuner runs here reported noise of 22 % to 83 %), so at the default 99 % a 2x tuner step
+# can be refused as within noise and the outcome would hang on the machine's load. The gate's calibration
+# is tested on simulated H200 noise (tests/test_promotion.py); these runs test the pipeline, at a confidence
+# where a 2x step clears that drift and with more confirmation pairs for smaller steps, so each run has one
+# outcome: promoted and revalidated.
+TUNER_GATE = ("--confidence", "0.75", "--confirm-runs", "4")
+
 
 def _vector_add(out, *extra):
     return ["--kernel", VECTOR_ADD / "kernel.py", "--harness", VECTOR_ADD / "harness.py",
@@ -30,11 +38,11 @@ def test_vector_add_replay_promotes_faster_and_rejects_incorrect_and_duplicate(o
 
 
 def test_tuner_finds_a_faster_vector_add_configuration(out_dir):
-    run = run_cli(*_vector_add(out_dir, "--provider", "tune", "--max-rounds", "2", "--no-profile"))
+    run = run_cli(*_vector_add(out_dir, "--provider", "tune", "--max-rounds", "2", "--no-profile",
+                               *TUNER_GATE))
     assert_tuner_found_faster(run, VECTOR_ADD, out_dir)
-    if run.returncode == 0:
-        best = (out_dir / "best_kernel.py").read_text()
-        assert int(re.search(r"^BLOCK_SIZE = (\d+)", best, re.MULTILINE).group(1)) > 64
+    best = (out_dir / "best_kernel.py").read_text()
+    assert int(re.search(r"^BLOCK_SIZE = (\d+)", best, re.MULTILINE).group(1)) > 64
 
 
 @pytest.mark.parametrize("example", ["softmax", "matmul"])
@@ -44,24 +52,16 @@ def test_tuner_finds_a_faster_configuration(example, out_dir):
                   bundle / "cases.json", "--target", bundle / "target.json", "--output-dir", out_dir,
                   "--no-commit-winner", "--max-cv", "1.0", "--max-candidate-seconds", "240",
                   "--max-total-seconds", "560", "--provider", "tune", "--max-rounds", "2",
-                  "--candidates-per-round", "1", "--no-profile", "--skip-validation", timeout=590)
+                  "--candidates-per-round", "1", "--no-profile", "--skip-validation", *TUNER_GATE, timeout=590)
     assert_tuner_found_faster(run, bundle, out_dir)
 
 
 def assert_tuner_found_faster(run, bundle, out_dir) -> None:
-    """A promoted, revalidated faster configuration; or, when the interpreter's timings on a loaded 2-core
-    CI machine drift so much between worker processes that the promotion test rightly refuses, a clearly
-    faster correct configuration that only the noise gate turned down."""
+    """A faster configuration, promoted and revalidated: exit 0 and a best_kernel.py that differs."""
     decisions = [line for line in run.stderr.splitlines() if " status=" in line and "decision=" in line]
-    assert run.returncode in (0, 2), "\n".join(decisions) or run.stderr[-3000:]
+    assert run.returncode == 0, "\n".join(decisions) or run.stderr[-3000:]
     candidates = [e for e in run.result["experiments"] if e["experiment_id"].startswith("r")]
     assert candidates and all(e["metadata"]["hypothesis"] for e in candidates)
-    if run.returncode == 0:
-        assert run.result["report"]["aggregate_speedup"] > 1.1
-        assert (out_dir / "best_kernel.py").read_text() != (bundle / "kernel.py").read_text()
-        return
-    fast = [e for e in run.result["experiments"] if (e.get("aggregate_speedup") or 0.0) > 1.5]
-    assert fast, "\n".join(decisions)  # found: correct (a protected failure gives 0) and > 1.5x
-    refused = [e for e in fast if e["decision"]["status"] == "rejected"]  # a candidate, or the finalist
-    assert refused and all(e["decision"]["reason"].startswith("gain not above noise") for e in refused), \
-        "\n".join(decisions)
+    assert run.decisions()["final"] == "revalidated", "\n".join(decisions)
+    assert run.result["report"]["aggregate_speedup"] > 1.1
+    assert (out_dir / "best_kernel.py").read_text() != (bundle / "kernel.py").read_text()

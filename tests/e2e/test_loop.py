@@ -87,6 +87,7 @@ def test_no_winner_exits_2_and_continues_through_rounds(tmp_path, out_dir):
     assert (out_dir / "best_kernel.py").read_text() == (SYNTHETIC / "kernel.py").read_text()
 
 
+@pytest.mark.slow  # real CLI and workers, over 5 s: it waits out a deadline
 def test_time_budget_stops_the_run(tmp_path, out_dir):
     sleepy = [synthetic_kernel(200.0 + i, prelude="import time\ntime.sleep(4)\n") for i in range(7)]
     replay = write_candidates(tmp_path / "cands", sleepy)
@@ -102,6 +103,7 @@ def test_time_budget_stops_the_run(tmp_path, out_dir):
     assert not any("worker start" in ((e.get("decision") or {}).get("reason") or "") for e in run.result["experiments"])
 
 
+@pytest.mark.slow  # real CLI and workers, over 5 s: it waits out a deadline
 def test_hanging_worker_is_killed_at_its_deadline_and_the_run_continues(tmp_path, out_dir):
     hang = synthetic_kernel(10.0, body="import time; time.sleep(3600)")
     replay = write_candidates(tmp_path / "cands", [hang, FASTER])
