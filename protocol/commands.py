@@ -30,3 +30,18 @@ class DoctorOutput(StrictModel):
     isolation_mode: Literal["strict", "standard", "off"]
     layers: dict[str, str]
     strict_ok: bool
+
+
+class SkillInstallOutput(StrictModel):
+    """`tlx-agent skill install`: where the agent skill went."""
+
+    success: Literal[True]
+    exit_code: ExitCode
+    skill: str
+    status: Literal["installed", "unchanged", "replaced"]
+    agent: Literal["claude", "codex"] | None
+    source: str
+    destination: str
+    skill_md: str
+    files: list[str]
+    replaced_differences: list[str]

@@ -164,7 +164,7 @@ class CommitRecord(StrictModel):
 
 
 class RunReport(StrictModel):
-    """Seed Layer 7: what a reader needs first."""
+    """What a reader needs first: the workload, the device, before and after, why it stopped, the commit."""
 
     workload: list[CaseReport]
     device: str | None

@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from protocol.bundle import Budget, Case, Target
-from protocol.commands import DoctorOutput, InitBundleOutput
+from protocol.commands import DoctorOutput, InitBundleOutput, SkillInstallOutput
+from protocol.completion import CompletionReport
 from protocol.errors import ErrorDocument
 from protocol.journal import JournalEvent
 from protocol.lock import BundleLock
@@ -47,6 +48,8 @@ MODEL_SCHEMAS: dict[str, Any] = {
     "error_document": ErrorDocument,
     "init_bundle_output": InitBundleOutput,
     "doctor_output": DoctorOutput,
+    "skill_install_output": SkillInstallOutput,
+    "completion_report": CompletionReport,
 }
 
 _VALIDATION_DOCUMENTS: dict[str, Any] = {

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.cli.output import emit, fail
+from protocol.commands import SkillInstallOutput
 from protocol.outcome import ExitCode
 
 SKILL_NAME = "tlx-kernel-optimization"
@@ -121,10 +122,11 @@ def skill_main(args: argparse.Namespace) -> int:
         return fail(str(exc))
     except OSError as exc:
         return fail(f"cannot install the skill into {skills_dir}: {exc}")
-    emit({"success": True, "exit_code": int(ExitCode.OK), "skill": SKILL_NAME, "status": status,
-          "agent": None if args.dest is not None else args.agent, "source": str(SKILL_SOURCE),
-          "destination": str(target), "skill_md": str(target / "SKILL.md"),
-          "files": sorted(tree_digests(target)), "replaced_differences": replaced})
+    emit(SkillInstallOutput(
+        success=True, exit_code=ExitCode.OK, skill=SKILL_NAME, status=status,
+        agent=None if args.dest is not None else args.agent, source=str(SKILL_SOURCE), destination=str(target),
+        skill_md=str(target / "SKILL.md"), files=sorted(tree_digests(target)), replaced_differences=replaced,
+    ).model_dump(mode="json"))
     return ExitCode.OK
 
 

@@ -3,6 +3,8 @@
 Recorded runs used here:
 - docs/data/h200-{vector-add,softmax-tune,matmul-tune}-result.json: H200 runs, decided before the run learnt
   its between-run noise; the softmax and matmul files kept each run's statistics but dropped raw samples.
+- docs/data/h200-records-2026-12-01/{matmul_tune,softmax_tune,va_replay}/: complete H200 records (raw samples,
+  learnt noise, a confirmation pair in softmax, a deep profile in vector_add) of `scripts/gpu/h200_house.sh`.
 - tests/decision/fixtures/synthetic-run/: a run of the synthetic CPU bundle with today's loop (learnt noise,
   a confirmation pair, a deep profile, an incorrect candidate, a duplicate), made with
   `tlx-agent --kernel tests/e2e/synthetic/kernel.py --harness tests/e2e/synthetic/harness.py
@@ -77,6 +79,25 @@ def test_h200_runs_reproduce_every_recorded_decision(name):
         assert all(DROPPED_NOISE in r.carried for r in measured)
     if name == "h200-softmax-tune-result.json":
         assert all("profile veto" in r.carried and r.simulated.gates["profile"] is False for r in measured)
+
+
+H200_RECORDS = DATA / "h200-records-2026-12-01"
+H200_COMPLETE_RUNS = {"matmul_tune": ["r001-c000", "r002-c000", "r003-c000", "r004-c000", "r005-c000", "final"],
+                      "softmax_tune": ["r001-c000", "r002-c000", "r003-c000", "final"],
+                      "va_replay": ["r001-c000", "final"]}
+
+
+@pytest.mark.parametrize("name", sorted(H200_COMPLETE_RUNS))
+def test_complete_h200_runs_reproduce_every_decision_bit_for_bit(name):
+    """Raw samples kept: the bootstrap is re-run with each recorded seed on the learnt noise of the run so far."""
+    records, result = replay(H200_RECORDS / name)
+    assert records.warnings == []
+    assert [r.experiment_id for r in result.experiments] == H200_COMPLETE_RUNS[name]
+    assert_reproduced(result)
+    for decided in result.experiments:
+        assert decided.carried == []
+        assert decided.simulated.lower_bound == decided.recorded.lower_bound
+        assert decided.simulated.learned_sd == decided.recorded.learned_sd
 
 
 def test_current_run_reproduces_learnt_noise_confirmation_pair_and_deep_profile():
