@@ -94,6 +94,13 @@ class HelloEvent(StrictModel):
     python: str
 
 
+class PidNamespace(StrictModel):
+    """The worker's own PID namespace (the `processes` isolation layer, sandbox_worker/isolation/pidns.py)."""
+
+    inode: int = Field(gt=0)  # of /proc/<pid>/ns/pid
+    init_pid: int = Field(gt=0)  # its pid 1, as the orchestrator's /proc numbers it
+
+
 class ReadyEvent(StrictModel):
     """After setup: isolation applied, harness imported, its functions found."""
 
@@ -104,6 +111,7 @@ class ReadyEvent(StrictModel):
     versions: dict[str, str | None]
     device: str | None
     setup_seconds: float
+    pid_namespace: PidNamespace | None = None  # None when the `processes` layer is not active
 
 
 class ReplyEvent(StrictModel):

@@ -104,7 +104,7 @@ class Worker:
     def _setup(self, setup: dict[str, Any]) -> bool:
         started = time.perf_counter()
         try:
-            statuses = isolation.apply_layers(setup["isolation"])
+            applied = isolation.apply_isolation(setup["isolation"])  # with `processes`, the rest runs in pid 2
             self.target = setup["target"]
             self.kernel_path = setup["kernel_path"]
             context.set_command_context(seed=None, phase="setup")
@@ -122,14 +122,16 @@ class Worker:
             self.channel.send(failure_event(None, "setup", exc))
             return False
         functions = [n for n in (*REQUIRED_FUNCTIONS, "profile") if callable(getattr(self.harness, n, None))]
+        namespace = applied.pid_namespace
         self.channel.send({
             "kind": "ready",
-            "isolation": statuses,
+            "isolation": applied.statuses,
             "harness_functions": functions,
             "profile_arity": profile_arity(getattr(self.harness, "profile", None)),
             "versions": _versions(),
             "device": _device_name(),
             "setup_seconds": time.perf_counter() - started,
+            "pid_namespace": {"inode": namespace.inode, "init_pid": namespace.init_pid} if namespace else None,
         })
         return True
 

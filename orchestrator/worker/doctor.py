@@ -23,7 +23,7 @@ import trio
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
 from sandbox_worker.isolation.netns import listen_on_loopback
 
-LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
+LAYERS = ("stdin", "rlimits", "network", "processes", "filesystem", "seccomp")
 PROBE_MODULE = "sandbox_worker.isolation.probe"
 PROBE_TIMEOUT_SECONDS = 60.0
 _STDERR_TAIL = 2000

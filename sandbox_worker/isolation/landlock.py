@@ -116,7 +116,8 @@ def proc_write_scope(euid: int, proc_guarded: bool = False) -> str:
     The CUDA driver names its threads with fopen("/proc/self/task/<tid>/comm", "w") and fails to
     initialize (cudaErrorOsCallFailed) when that is refused, in every process that uses CUDA. For a
     non-root worker all of /proc is fine: DAC already keeps it out of /proc/sys and other users'
-    processes. A uid-0 worker keeps uid 0 inside its user namespace and could write
+    processes, and with the `processes` layer /proc is the worker's PID namespace's own, which lists no
+    process outside the worker. A uid-0 worker keeps uid 0 inside its user namespace and could write
     /proc/sys/kernel/core_pattern, so it only gets its own /proc/<pid>, which child processes
     (an ncu-profiled target, say) cannot use -- unless `procfs.guard_proc_sys` made /proc/sys and
     /proc/sysrq-trigger read-only in the worker's mount namespace first (`proc_guarded`).

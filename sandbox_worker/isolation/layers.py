@@ -3,19 +3,22 @@
 Each layer reports `active`, `degraded:<reason>` or `unavailable:<reason>`; `apply_layers` never
 raises, so a kernel without Landlock or user namespaces still runs (mode `standard`), and the
 orchestrator can refuse the run instead when it demands every layer (mode `strict`). Order matters:
-the namespace needs a single-threaded process, so it comes before anything that could start threads
-(torch), and before seccomp forbids `unshare`; Landlock comes after the uid/gid maps are written.
+the namespaces need a single-threaded process, so they come before anything that could start threads
+(torch), and before seccomp forbids `unshare`; the PID namespace (`processes`, sandbox_worker/isolation/pidns.py)
+forks, so every later layer is applied in the process that goes on to run the harness; Landlock comes after
+the uid/gid maps are written and after /proc is the namespace's own.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from typing import Any
 
-from sandbox_worker.isolation import landlock, netns, procfs, rlimits, seccomp
+from sandbox_worker.isolation import landlock, netns, pidns, procfs, rlimits, seccomp
 
-LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
+LAYERS = ("stdin", "rlimits", "network", "processes", "filesystem", "seccomp")
 OFF = "unavailable:isolation off"
 
 
@@ -107,21 +110,45 @@ def deny_escape_syscalls() -> str:
     return "active"
 
 
-def apply_layers(config: dict[str, Any]) -> dict[str, str]:
-    """Apply every layer in order and return the status of each; never raises."""
+@dataclass
+class AppliedIsolation:
+    """Each layer's status, and the worker's PID namespace when the `processes` layer made one."""
+
+    statuses: dict[str, str]
+    pid_namespace: pidns.PidNamespace | None = None
+
+
+def isolate_processes(applied: AppliedIsolation) -> str:
+    """A PID namespace of its own; from here on this is the worker process inside it (pid 2)."""
+    try:
+        applied.pid_namespace = pidns.enter_private_pid_namespace()
+    except OSError as exc:
+        return _clip(f"unavailable:{exc.strerror or exc}")
+    return "active"
+
+
+def apply_isolation(config: dict[str, Any]) -> AppliedIsolation:
+    """Apply every layer in order; never raises."""
+    applied = AppliedIsolation(statuses={})
     if config.get("mode") == "off":
-        return dict.fromkeys(LAYERS, OFF)
+        applied.statuses = dict.fromkeys(LAYERS, OFF)
+        return applied
     steps = {
         "stdin": check_stdin,
         "rlimits": lambda: rlimits.apply_rlimits(config),
         "network": lambda: isolate_network(config),
+        "processes": lambda: isolate_processes(applied),
         "filesystem": lambda: confine_writes(config),
         "seccomp": deny_escape_syscalls,
     }
-    statuses: dict[str, str] = {}
     for name in LAYERS:
         try:
-            statuses[name] = steps[name]()
+            applied.statuses[name] = steps[name]()
         except Exception as exc:  # noqa: BLE001 - a layer's bug becomes its status, never a dead worker
-            statuses[name] = _clip(f"unavailable:internal error: {type(exc).__name__}: {exc}")
-    return statuses
+            applied.statuses[name] = _clip(f"unavailable:internal error: {type(exc).__name__}: {exc}")
+    return applied
+
+
+def apply_layers(config: dict[str, Any]) -> dict[str, str]:
+    """Apply every layer in order and return the status of each; never raises."""
+    return apply_isolation(config).statuses

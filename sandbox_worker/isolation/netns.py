@@ -41,7 +41,7 @@ def _write_proc_file(path: str, text: str) -> None:
         handle.write(text)
 
 
-def _map_own_ids(uid: int, gid: int) -> None:
+def map_own_ids(uid: int, gid: int) -> None:
     """Map our ids to themselves; `setgroups` must be denied before an unprivileged gid map."""
     with contextlib.suppress(FileNotFoundError):  # kernels before 3.19 have no setgroups file
         _write_proc_file("/proc/self/setgroups", "deny")
@@ -109,7 +109,7 @@ def enter_private_network() -> str:
         except OSError as exc:
             raise NetworkIsolationError(exc.errno, f"unshare(CLONE_NEWUSER|CLONE_NEWNET): {exc.strerror}") from None
         try:
-            _map_own_ids(uid, gid)
+            map_own_ids(uid, gid)
         except OSError as exc:
             raise NetworkIsolationError(exc.errno, f"writing uid/gid map: {exc.strerror}") from None
         if _network_namespace_inode() == before:

@@ -2,8 +2,9 @@
 
 `tlx-agent doctor` starts this in a child process, exactly as a worker would be started, because a
 layer that *loads* is not yet a layer that *works*: the probe connects to a listener the parent opened in
-its own network namespace, writes outside and inside the allowed directories, reads the limits back,
-maps memory above the DATA cap, and calls syscalls the seccomp filter should refuse. A layer whose
+its own network namespace, signals, renices and pins its parent (to the values it already has), writes
+outside and inside the allowed directories, reads the limits back, maps memory above the DATA cap, and
+calls syscalls the seccomp filter should refuse. A layer whose
 confinement check fails becomes `unavailable:verification failed: ...`; one that confines but breaks
 something a kernel needs (writing scratch, threads, subprocesses) becomes `degraded:...`.
 
@@ -21,10 +22,12 @@ import resource
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from sandbox_worker.isolation import landlock, netns, rlimits, seccomp, syscalls
+from sandbox_worker.isolation import landlock, netns, pidns, rlimits, seccomp, syscalls
 from sandbox_worker.isolation import layers as isolation
 
 DENIED = (errno.EACCES, errno.EPERM)
@@ -91,6 +94,72 @@ def check_network(port: int | None) -> list[str]:
         if netns.can_connect(port):
             raise ProbeFailure(f"connected to the parent's listener on 127.0.0.1:{port}")
         notes.append(f"connect to parent's 127.0.0.1:{port} failed")
+    return notes
+
+
+@dataclass(frozen=True)
+class Outsider:
+    """A process outside the worker (the probe's parent) and its priority and CPUs, read before the layers."""
+
+    pid: int
+    nice: int
+    cpus: frozenset[int]
+
+    @classmethod
+    def parent(cls) -> Outsider:
+        pid = os.getppid()
+        return cls(pid, os.getpriority(os.PRIO_PROCESS, pid), frozenset(os.sched_getaffinity(pid)))
+
+
+def _zombies() -> list[str]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as stat_file:
+                    if stat_file.read().rpartition(")")[2].split()[0] == "Z":
+                        found.append(name)
+            except (OSError, IndexError):
+                continue
+    return found
+
+
+def check_processes(outsider: Outsider, namespace: pidns.PidNamespace | None) -> list[str]:
+    """The parent cannot be signalled, reniced or pinned (its own values, so nothing changes if it can);
+    /proc lists this namespace only; orphans are reaped and a subprocess's exit status still arrives."""
+    pid = outsider.pid
+    listed = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+    if namespace is not None and pid in listed:
+        return [f"the parent's pid {pid} also numbers a process in this namespace: reach not checked"]
+    attempts: dict[str, Callable[[], object]] = {
+        "kill(parent, 0)": lambda: os.kill(pid, 0),
+        "setpriority(parent)": lambda: os.setpriority(os.PRIO_PROCESS, pid, outsider.nice),
+        "sched_setaffinity(parent)": lambda: os.sched_setaffinity(pid, outsider.cpus),
+    }
+    for what, call in attempts.items():
+        code = _errno_of(call)
+        if code != errno.ESRCH:
+            raise ProbeFailure(f"{what} on pid {pid} gave {errno.errorcode.get(code, code) if code else 'success'}, "
+                               "expected ESRCH")
+    if namespace is None:
+        raise ProbeFailure("no PID namespace, yet the parent was out of reach")
+    notes = [f"pid {os.getpid()} in PID namespace {namespace.inode}, whose pid 1 is pid {namespace.init_pid} outside",
+             f"{', '.join(attempts)} on pid {pid}: ESRCH", f"/proc lists {len(listed)} processes: {listed}"]
+    orphan_parent = os.fork()
+    if orphan_parent == 0:
+        if os.fork() == 0:
+            os._exit(0)  # an orphan once its parent is gone: pid 1 must reap it
+        os._exit(0)
+    os.waitpid(orphan_parent, 0)
+    completed = subprocess.run(["/bin/sh", "-c", "exit 7"], check=False, stdin=subprocess.DEVNULL)
+    if completed.returncode != 7:
+        raise ProbeBreakage(f"a subprocess's exit status 7 arrived as {completed.returncode}")
+    deadline = time.monotonic() + 2.0
+    while _zombies() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if _zombies():
+        raise ProbeBreakage(f"zombies {_zombies()} are not reaped by pid 1")
+    notes.append("orphans are reaped; a subprocess's exit status arrives")
     return notes
 
 
@@ -214,7 +283,9 @@ def run(config: dict[str, Any], port: int | None, outside: str | None) -> dict[s
         abi: int | None = landlock.abi_version()
     except OSError:
         abi = None
-    applied = isolation.apply_layers(config)
+    outsider = Outsider.parent()
+    isolation_applied = isolation.apply_isolation(config)
+    applied = isolation_applied.statuses
     layers = dict(applied)
     checks: dict[str, list[str]] = {"stdin": [f"fd 0 is {_describe_fd(0)}"]}
     network_check: Callable[[], list[str]] = lambda: check_network(port)  # noqa: E731
@@ -223,6 +294,7 @@ def run(config: dict[str, Any], port: int | None, outside: str | None) -> dict[s
     plan: dict[str, Callable[[], list[str]]] = {
         "rlimits": lambda: check_rlimits(config, as_before),
         "network": network_check,
+        "processes": lambda: check_processes(outsider, isolation_applied.pid_namespace),
         "filesystem": lambda: check_filesystem(config, outside),
         "seccomp": check_seccomp,
     }

@@ -9,7 +9,6 @@ runtimes do; the mounts exist only in the worker's private mount namespace.
 
 from __future__ import annotations
 
-import ctypes
 import os
 
 from sandbox_worker.isolation import syscalls
@@ -22,12 +21,7 @@ PROTECTED = ("/proc/sys", "/proc/sysrq-trigger")
 
 
 def _mount(source: str | None, target: str, flags: int) -> None:
-    libc = syscalls.libc()
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
-    result = libc.mount(source.encode() if source else None, target.encode(), None, flags, None)
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+    syscalls.mount(source, target, None, flags)
 
 
 def _locked_flags(path: str) -> int:

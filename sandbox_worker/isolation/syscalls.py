@@ -11,6 +11,7 @@ import ctypes
 import os
 import platform
 
+PR_SET_PDEATHSIG = 1
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
 
@@ -105,6 +106,14 @@ def set_no_new_privs() -> None:
 
 def unshare(flags: int) -> None:
     _check(libc().unshare(ctypes.c_int(flags)), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    function = libc().mount
+    function.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    function.restype = ctypes.c_int
+    encoded = [value.encode() if value else None for value in (source, target, fstype)]
+    _check(function(encoded[0], encoded[1], encoded[2], flags, None), f"mount {target}")
 
 
 def thread_count() -> int:

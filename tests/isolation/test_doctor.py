@@ -9,7 +9,7 @@ import trio
 
 from orchestrator.worker import doctor
 
-LAYERS = ("stdin", "rlimits", "network", "filesystem", "seccomp")
+LAYERS = ("stdin", "rlimits", "network", "processes", "filesystem", "seccomp")
 
 
 def test_probe_report_on_this_machine() -> None:
@@ -26,6 +26,10 @@ def test_probe_report_on_this_machine() -> None:
         assert "rename across writable dirs works (Triton cache)" in report.checks["filesystem"]
     if report.layers["seccomp"] == "active":
         assert "ptrace(PEEKDATA, 0): EPERM" in report.checks["seccomp"]
+    if report.layers["processes"] == "active":
+        assert any(note.endswith(": ESRCH") and note.startswith("kill(parent, 0), setpriority(parent)")
+                   for note in report.checks["processes"]), report.checks["processes"]
+        assert "orphans are reaped; a subprocess's exit status arrives" in report.checks["processes"]
     if report.landlock_abi is not None and report.landlock_abi >= 3:
         # The machines we target (Firecracker VMs, kernel 6.x, root): everything must work here.
         assert report.layers == dict.fromkeys(LAYERS, "active"), report
@@ -39,6 +43,8 @@ def test_probe_catches_layers_that_do_not_confine() -> None:
     assert any("outside the writable dirs" in note for note in report.checks["filesystem"])
     assert any(note.startswith("FAILED: RLIMIT_") for note in report.checks["rlimits"])
     assert any(note.startswith("FAILED: ptrace") for note in report.checks["seccomp"])
+    assert any(note.startswith("FAILED: kill(parent, 0) on pid") and note.endswith("gave success, expected ESRCH")
+               for note in report.checks["processes"]), report.checks["processes"]
 
 
 def test_probe_with_a_missing_interpreter_reports_every_layer_unavailable() -> None:

@@ -94,7 +94,7 @@ def listener() -> socket.socket:
 def test_every_layer_reports_a_status_in_the_contract_format(sandbox_dirs: dict[str, Path]) -> None:
     result = run_child("result['statuses'] = isolation.apply_layers(config)", make_config(sandbox_dirs))
     statuses = result["statuses"]
-    assert list(statuses) == ["stdin", "rlimits", "network", "filesystem", "seccomp"]
+    assert list(statuses) == ["stdin", "rlimits", "network", "processes", "filesystem", "seccomp"]
     for status in statuses.values():
         assert status == "active" or status.startswith(("degraded:", "unavailable:")), statuses
     assert statuses["stdin"] == "active"
@@ -203,7 +203,7 @@ def test_off_mode_applies_nothing(sandbox_dirs: dict[str, Path], listener: socke
     """, make_config(sandbox_dirs, mode="off"),
         {"port": listener.getsockname()[1], "outside": str(sandbox_dirs["outside"])})
     assert result["statuses"] == dict.fromkeys(
-        ("stdin", "rlimits", "network", "filesystem", "seccomp"), "unavailable:isolation off")
+        ("stdin", "rlimits", "network", "processes", "filesystem", "seccomp"), "unavailable:isolation off")
     assert result["rlimits_unchanged"] and result["same_netns"]
     assert result["connect"] == "ok"
     assert result["write_outside"] == "ok"
@@ -273,6 +273,8 @@ def test_network_falls_back_to_seccomp_when_the_process_is_already_threaded(
     assert result["connect"] == "EPERM"
     assert result["unix"] == "ok"
     assert "other threads stay unconfined" in result["statuses"]["filesystem"]
+    # a fork would leave the other threads behind: no PID namespace for a threaded process
+    assert result["statuses"]["processes"].startswith("unavailable:not single-threaded"), result["statuses"]
 
 
 def test_a_kernel_without_landlock_or_userns_is_reported_not_raised(sandbox_dirs: dict[str, Path]) -> None:
@@ -284,7 +286,9 @@ def test_a_kernel_without_landlock_or_userns_is_reported_not_raised(sandbox_dirs
             seccomp.Rule(syscalls.syscall_number('landlock_create_ruleset'), seccomp.errno_action(E.ENOSYS)),
             seccomp.Rule(syscalls.syscall_number('unshare'), seccomp.errno_action(E.EPERM)),
         ])
+        pid = os.getpid()
         result['statuses'] = isolation.apply_layers(config)
+        result['pid_unchanged'] = os.getpid() == pid
         result['create_outside'] = attempt(lambda: write(args['outside'] + '/new.txt'))
     """, make_config(sandbox_dirs), {"outside": str(sandbox_dirs["outside"])})
     statuses = result["statuses"]
@@ -292,6 +296,8 @@ def test_a_kernel_without_landlock_or_userns_is_reported_not_raised(sandbox_dirs
     assert statuses["network"].startswith("degraded:seccomp inet deny (unshare failed:"), statuses
     assert "Operation not permitted" in statuses["network"]
     assert statuses["seccomp"] == "active"
+    assert statuses["processes"] == "unavailable:unshare: Operation not permitted (EPERM)", statuses
+    assert result["pid_unchanged"]  # the worker goes on as the process that was started, as without the layer
     assert result["create_outside"] == "ok"  # nothing pretended to confine
 
 
@@ -318,14 +324,15 @@ def test_network_allowed_by_configuration_is_reported_unavailable(sandbox_dirs: 
 
 
 PROC_SNIPPET = """
+    outer = os.getppid()  # pytest: a process outside the worker
     result['statuses'] = isolation.apply_layers(config)
     result['own_comm'] = attempt(lambda: write('/proc/self/task/%d/comm' % threading.get_native_id(), 'worker'))
     child = "import errno\\ntry:\\n open('/proc/self/comm', 'w').write('kid'); print('ok')\\n" \\
             "except OSError as e: print(errno.errorcode[e.errno])"
     result['child_comm'] = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip()
     result['sysctl'] = attempt(lambda: write('/proc/sys/vm/swappiness', open('/proc/sys/vm/swappiness').read()))
-    parent_oom = '/proc/%d/oom_score_adj' % os.getppid()
-    result['parent_oom'] = attempt(lambda: write(parent_oom, open(parent_oom).read()))  # its own value: no CAP needed
+    outer_oom = '/proc/%d/oom_score_adj' % outer
+    result['outer_oom'] = attempt(lambda: write(outer_oom, open(outer_oom).read()))  # its own value: no CAP needed
 """
 
 
@@ -336,12 +343,13 @@ def test_a_root_worker_gets_proc_for_cuda_children_but_never_proc_sys(sandbox_di
         pytest.skip("runs as root only")
     result = run_child(PROC_SNIPPET, make_config(sandbox_dirs))
     require_active(result["statuses"], "filesystem")
+    require_active(result["statuses"], "processes")
     assert result["own_comm"] == "ok"
     assert result["child_comm"] == "ok"
     assert result["sysctl"] == "EROFS"
-    # Known, documented gap: with /proc/sys guarded, a root worker gets all of /proc (landlock.proc_write_scope),
-    # so same-uid /proc/<pid> files (oom_score_adj, comm) of other processes stay writable.
-    assert result["parent_oom"] == "ok"
+    # With /proc/sys guarded a root worker may write all of /proc (landlock.proc_write_scope), but that /proc is
+    # its PID namespace's own: processes outside the worker are not in it.
+    assert result["outer_oom"] == "ENOENT"
 
 
 @pytest.fixture
@@ -373,7 +381,8 @@ def test_a_non_root_worker_may_write_proc_so_children_can_use_cuda(world_travers
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     require_active(result["statuses"], "filesystem")
+    require_active(result["statuses"], "processes")
     assert result["own_comm"] == "ok"
     assert result["child_comm"] == "ok"
     assert result["sysctl"] == "EACCES"  # DAC, not Landlock, keeps a non-root worker out of /proc/sys
-    assert result["parent_oom"] == "EACCES"
+    assert result["outer_oom"] == "ENOENT"  # the /proc of its PID namespace lists nothing outside the worker
