@@ -22,6 +22,7 @@ from orchestrator.run.state import RunAborted, RunState
 from orchestrator.source_digest import normalized_digest, raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
+from orchestrator.worker.process_tree import end_leftovers
 from protocol.bundle import Case
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.profile import ProfileRequest, resolve_native_profiler
@@ -39,6 +40,7 @@ class Evaluator:
         self.log = log
         self.spawner = spawner or SubprocessSpawner()
         self.parent_env = dict(os.environ) if parent_env is None else parent_env
+        self.finished_workers: dict[str, str] = {}  # scratch dir -> evaluation, for `refuse_leftovers`
 
     def profile_factory(self, experiment_id: str, level: str, reason: str, diagnostic: bool = False):
         if not self.config.profile:
@@ -76,6 +78,15 @@ class Evaluator:
                                              "trusted and stops", StoppingReason.BUNDLE_TAMPERED)
         return source
 
+    async def refuse_leftovers(self) -> None:
+        """Nothing of an earlier evaluation may run beside a measurement: kill what is left, stop if it stays."""
+        killed, alive = await end_leftovers(self.finished_workers)
+        for leftover in killed:
+            self.log.event(f"leftover process killed: {leftover.describe()}")
+        if alive:
+            raise RunAborted(ExitCode.ERROR, f"a process of an earlier evaluation survives SIGKILL: "
+                                             f"{alive[0].describe()}; the run stops instead of measuring beside it")
+
     async def evaluate(self, state: RunState, *, role: Role, experiment_id: str, kernel_path: Path, tag: str,
                        deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",
                        benchmark: bool = True) -> Evaluation:
@@ -104,8 +115,11 @@ class Evaluator:
             worker_python=self.config.worker_python, benchmark=benchmark,
             profile_request=(self.profile_factory(experiment_id, profile_level, profile_reason, diagnostic)
                              if profile_level else None))
+        if benchmark:
+            await self.refuse_leftovers()
         self.log.progress(f"{experiment_id} evaluating {role.value} ({tag})")
         evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
+        self.finished_workers[str(work_dir)] = f"{experiment_id} {role.value} ({tag})"
         if evaluation.status is EvaluationStatus.OK and benchmark and source is not None:
             per_case = state.run_medians.setdefault(normalized_digest(source), {})
             for measured in evaluation.cases:
