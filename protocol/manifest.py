@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from protocol.base import StrictModel
-from protocol.bundle import Budget, Target
+from protocol.bundle import Budget, BudgetSource, Target
 from protocol.lock import LockSummary
 
 
@@ -52,6 +52,9 @@ class RunManifest(StrictModel):
     inputs: InputPaths
     bundle: FrozenBundleRecord
     budget: Budget
+    # where each budget value came from: default, interpreter default, command line or budget.json
+    budget_sources: dict[str, BudgetSource]
+    confidence: float  # of the promotion test
     provider: str
     model: str | None
     profile: bool

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.bundle import (
-    Budget,
     BundleError,
     Case,
     Target,
@@ -107,10 +106,6 @@ def load_inputs(*, kernel: Path, harness: Path, cases: Path, target: Path, budge
                   reference_kernel_path=reference_kernel, kernel_source=kernel_source, cases=loaded_cases,
                   target=loaded_target, budget_overrides=overrides, harness_functions=harness_functions,
                   reference_kernel_source=reference_source)
-
-
-def merge_budget(cli_values: dict[str, object], overrides: dict[str, object]) -> Budget:
-    return Budget.model_validate({**cli_values, **overrides})
 
 
 @dataclass

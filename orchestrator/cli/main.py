@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from orchestrator.cli import report, simulate, skill
 from orchestrator.cli.output import emit, fail
-from protocol.bundle import Budget, BundleError
+from protocol.bundle import INTERPRETER_BUDGET, Budget, BundleError
 from protocol.commands import DoctorOutput
 from protocol.outcome import ExitCode
 
@@ -53,13 +53,15 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--base-url", help="endpoint for openai (default: OPENAI_BASE_URL) or anthropic and claude "
                                         "(default: ANTHROPIC_BASE_URL)")
     budget = parser.add_argument_group("budget")
-    budget.add_argument("--max-rounds", type=int, default=defaults.max_rounds)
-    budget.add_argument("--candidates-per-round", type=int, default=defaults.candidates_per_round)
-    budget.add_argument("--max-candidate-seconds", type=float, default=defaults.max_candidate_seconds)
-    budget.add_argument("--max-total-seconds", type=float, default=defaults.max_total_seconds)
-    budget.add_argument("--min-speedup", type=float, default=defaults.min_speedup)
-    budget.add_argument("--max-cv", type=float, default=defaults.max_cv)
-    budget.add_argument("--benchmark-repetitions", type=int, default=defaults.benchmark_repetitions)
+    interpreter = f" (CPU interpreter targets: {INTERPRETER_BUDGET['max_cv']})"
+    budget.add_argument("--max-rounds", type=int, help=f"default {defaults.max_rounds}")
+    budget.add_argument("--candidates-per-round", type=int, help=f"default {defaults.candidates_per_round}")
+    budget.add_argument("--max-candidate-seconds", type=float, help=f"default {defaults.max_candidate_seconds:g}")
+    budget.add_argument("--max-total-seconds", type=float, help=f"default {defaults.max_total_seconds:g}")
+    budget.add_argument("--min-speedup", type=float, help=f"default {defaults.min_speedup}")
+    budget.add_argument("--max-cv", type=float,
+                        help=f"largest per-case timing CV: default {defaults.max_cv}{interpreter}")
+    budget.add_argument("--benchmark-repetitions", type=int, help=f"default {defaults.benchmark_repetitions}")
     measure = parser.add_argument_group("measurement and profiling")
     measure.add_argument("--profile", dest="profile", action="store_true", default=True,
                          help="collect Proton and native profiles (default: on)")
@@ -104,12 +106,13 @@ def _add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     inputs.add_argument("--budget", type=Path, help="budget.json (its max_cv/benchmark_repetitions apply)")
     inputs.add_argument("--reference-kernel", type=Path, help="reference implementation, hashed into the lock")
     checks = parser.add_argument_group("checks")
-    checks.add_argument("--max-cv", type=float, default=defaults.max_cv,
-                        help="largest within-worker CV and between-worker median spread per case")
-    checks.add_argument("--benchmark-repetitions", type=int, default=defaults.benchmark_repetitions)
+    checks.add_argument("--max-cv", type=float,
+                        help="largest within-worker CV and between-worker median spread per case: default "
+                             f"{defaults.max_cv} (CPU interpreter targets: {INTERPRETER_BUDGET['max_cv']})")
+    checks.add_argument("--benchmark-repetitions", type=int, help=f"default {defaults.benchmark_repetitions}")
     checks.add_argument("--benchmark-workers", type=int, default=3, help="fresh workers that benchmark (>= 3)")
-    checks.add_argument("--max-candidate-seconds", type=float, default=defaults.max_candidate_seconds,
-                        help="deadline of each worker")
+    checks.add_argument("--max-candidate-seconds", type=float,
+                        help=f"deadline of each worker: default {defaults.max_candidate_seconds:g}")
     checks.add_argument("--arch", help="expected architecture (h200, h100, hopper, sm_90, b200, cpu, ...)")
     checks.add_argument("--profile", dest="profile", action="store_true", default=True,
                         help="check that the summary profile selects the main kernel (default: on)")

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 import trio
-from pydantic import ValidationError
 
-from orchestrator.bundle.inputs import load_inputs, merge_budget
+from orchestrator.bundle.budget import resolve_budget
+from orchestrator.bundle.inputs import load_inputs
 from orchestrator.cli.output import emit, fail
 from orchestrator.preflight.runner import optimize_builtin, optimize_preflight
 from orchestrator.providers.base import ProviderConfigError
@@ -21,7 +21,7 @@ from orchestrator.run.loop import OptimizationRun
 from orchestrator.run.state import RunAborted
 from orchestrator.vcs import VcsError
 from orchestrator.worker.environment import refused_target_environment
-from protocol.bundle import BundleError, describe_validation_error
+from protocol.bundle import BundleError
 from protocol.outcome import ExitCode, StoppingReason
 
 MAX_CONFIRM_PAIRS = 4  # each pair is two more fresh workers
@@ -73,10 +73,8 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     config = build_config(args, argv)
     inputs = load_inputs(kernel=config.kernel, harness=config.harness, cases=config.cases, target=config.target,
                          budget=config.budget_file, reference_kernel=config.reference_kernel)
-    try:
-        config.budget = merge_budget({name: getattr(args, name) for name in BUDGET_FLAGS}, inputs.budget_overrides)
-    except ValidationError as exc:
-        raise BundleError(describe_validation_error(Path("command line"), exc)) from None
+    config.budget, config.budget_sources = resolve_budget(
+        inputs.target, {name: getattr(args, name) for name in BUDGET_FLAGS}, inputs.budget_overrides)
     from orchestrator.decision.schedule import measurement_schedule
 
     try:

@@ -12,15 +12,14 @@ import os
 import tempfile
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from orchestrator.bundle.arch import resolve_arch_flag
-from orchestrator.bundle.inputs import Inputs, load_inputs, merge_budget
+from orchestrator.bundle.budget import resolve_budget
+from orchestrator.bundle.inputs import Inputs, load_inputs
 from orchestrator.cli.output import emit, fail
 from orchestrator.preflight.runner import MIN_BENCHMARK_WORKERS, Settings, full_validation
 from orchestrator.run.ledger.artifacts import OutputDirError, prepare_output_dir
 from orchestrator.run.ledger.live_log import LiveLog
-from protocol.bundle import Budget, BundleError, describe_validation_error
+from protocol.bundle import Budget, BundleError
 from protocol.outcome import ExitCode
 
 
@@ -28,21 +27,22 @@ def _absolute(path: Path | None) -> Path | None:
     return None if path is None else path.expanduser().resolve()
 
 
-def load_validate_inputs(args: argparse.Namespace) -> tuple[Inputs, Budget]:
+INTERPRETER_STABILITY = ("the CPU interpreter's timings measure this machine's load, not the kernel (pass "
+                         "--max-cv to judge them anyway)")
+
+
+def load_validate_inputs(args: argparse.Namespace) -> tuple[Inputs, Budget, dict[str, str]]:
     inputs = load_inputs(kernel=_absolute(args.kernel), harness=_absolute(args.harness), cases=_absolute(args.cases),
                          target=_absolute(args.target), budget=_absolute(args.budget),
                          reference_kernel=_absolute(args.reference_kernel))
-    cli_budget = {"max_cv": args.max_cv, "benchmark_repetitions": args.benchmark_repetitions,
-                  "max_candidate_seconds": args.max_candidate_seconds}
-    try:
-        budget = merge_budget(cli_budget, inputs.budget_overrides)
-    except ValidationError as exc:
-        raise BundleError(describe_validation_error(Path("command line"), exc)) from None
-    return inputs, budget
+    given = {"max_cv": args.max_cv, "benchmark_repetitions": args.benchmark_repetitions,
+             "max_candidate_seconds": args.max_candidate_seconds}
+    budget, sources = resolve_budget(inputs.target, given, inputs.budget_overrides)
+    return inputs, budget, sources
 
 
 def validate_main(args: argparse.Namespace, argv: list[str]) -> int:
-    inputs, budget = load_validate_inputs(args)
+    inputs, budget, sources = load_validate_inputs(args)
     arch = resolve_arch_flag(args.arch)
     if args.benchmark_workers < MIN_BENCHMARK_WORKERS:
         raise BundleError(f"--benchmark-workers must be at least {MIN_BENCHMARK_WORKERS}, got {args.benchmark_workers}")
@@ -50,7 +50,9 @@ def validate_main(args: argparse.Namespace, argv: list[str]) -> int:
                         phase_seconds=budget.max_candidate_seconds, benchmark_workers=args.benchmark_workers,
                         isolation=args.isolation, worker_python=args.worker_python,
                         data_limit_bytes=int(args.data_limit_gib * (1 << 30)) if args.data_limit_gib else None,
-                        profile=args.profile, arch=args.arch)
+                        profile=args.profile, arch=args.arch,
+                        stability_not_judged=INTERPRETER_STABILITY if sources["max_cv"] == "interpreter default"
+                        else None)
     if args.output_dir is not None:
         try:
             output_dir = prepare_output_dir(_absolute(args.output_dir))  # type: ignore[arg-type]

@@ -71,9 +71,11 @@ def check_verify(evaluation: Evaluation, cases: Sequence[Case]) -> CheckResult:
     return passed_check("verify", f"{len(cases)} case(s) verified, every protected case passes{note}", **details)
 
 
-def check_stability(evaluations: Sequence[Evaluation], cases: Sequence[Case],
-                    max_cv: float) -> tuple[CheckResult, list[CaseStability]]:
-    """Within-worker CV (the promotion gate) and between-worker median spread, per case, against max_cv."""
+def check_stability(evaluations: Sequence[Evaluation], cases: Sequence[Case], max_cv: float,
+                    not_judged: str | None = None) -> tuple[CheckResult, list[CaseStability]]:
+    """Within-worker CV (the promotion gate) and between-worker median spread, per case, against max_cv.
+
+    With `not_judged` (why the figures cannot judge this bundle) the check reports them and is skipped."""
     broken = [(index, e) for index, e in enumerate(evaluations, start=1) if e.status is not EvaluationStatus.OK]
     rows: list[CaseStability] = []
     problems: list[str] = []
@@ -99,6 +101,10 @@ def check_stability(evaluations: Sequence[Evaluation], cases: Sequence[Case],
     for index, evaluation in broken:
         problems.insert(0, f"benchmark worker {index} failed: {_worker_detail(evaluation)}")
     details = {"workers": len(evaluations), "max_cv": max_cv}
+    if not_judged is not None and not broken:
+        figures = "; ".join(problems) or "every case within --max-cv"
+        return skipped_check("benchmark_stability", f"not judged: {not_judged} (measured: {figures})",
+                             **details), rows
     if problems:
         return failed_check("benchmark_stability", "; ".join(problems), **details), rows
     summary = ", ".join(f"{r.case_id} median {r.median_us:.3f} us spread {r.median_spread:.2%} worst cv "

@@ -70,12 +70,15 @@ class Settings:
     data_limit_bytes: int | None = None
     profile: bool = True
     arch: str | None = None
+    # Why benchmark stability is reported but not judged (the CPU interpreter at its default), else None.
+    stability_not_judged: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"max_cv": self.max_cv, "benchmark_repetitions": self.repetitions,
                 "max_candidate_seconds": self.phase_seconds, "benchmark_workers": self.benchmark_workers,
                 "isolation": self.isolation, "worker_python": self.worker_python,
-                "data_limit_bytes": self.data_limit_bytes, "profile": self.profile, "arch": self.arch}
+                "data_limit_bytes": self.data_limit_bytes, "profile": self.profile, "arch": self.arch,
+                "stability_not_judged": self.stability_not_judged}
 
 
 @dataclass
@@ -173,7 +176,8 @@ class Preflight:
             evaluations = [first]
             for index in range(2, self.settings.benchmark_workers + 1):
                 evaluations.append(await self.evaluate(f"untouched-{index}", untouched, benchmark=True))
-            stability_check, stability = check_stability(evaluations, self.inputs.cases, self.settings.max_cv)
+            stability_check, stability = check_stability(evaluations, self.inputs.cases, self.settings.max_cv,
+                                                         self.settings.stability_not_judged)
             checks.append(stability_check)
         else:
             checks.append(skipped_check("benchmark_stability",

@@ -18,6 +18,7 @@ class RunConfig:
     target: Path
     output_dir: Path
     budget: Budget = field(default_factory=Budget)
+    budget_sources: dict[str, str] = field(default_factory=dict)  # field -> default / interpreter default / ...
     budget_file: Path | None = None
     provider: str = "tune"
     replay_dir: Path | None = None

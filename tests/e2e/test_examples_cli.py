@@ -22,7 +22,7 @@ TUNER_GATE = ("--confidence", "0.75", "--confirm-runs", "4")
 def _vector_add(out, *extra):
     return ["--kernel", VECTOR_ADD / "kernel.py", "--harness", VECTOR_ADD / "harness.py",
             "--cases", VECTOR_ADD / "cases.json", "--target", VECTOR_ADD / "target.json", "--output-dir", out,
-            "--no-commit-winner", "--max-cv", "1.0", "--max-candidate-seconds", "180", "--max-total-seconds", "500",
+            "--no-commit-winner", "--max-candidate-seconds", "180", "--max-total-seconds", "500",
             *extra]
 
 
@@ -50,7 +50,7 @@ def test_tuner_finds_a_faster_configuration(example, out_dir):
     bundle = VECTOR_ADD.parent / example
     run = run_cli("--kernel", bundle / "kernel.py", "--harness", bundle / "harness.py", "--cases",
                   bundle / "cases.json", "--target", bundle / "target.json", "--output-dir", out_dir,
-                  "--no-commit-winner", "--max-cv", "1.0", "--max-candidate-seconds", "240",
+                  "--no-commit-winner", "--max-candidate-seconds", "240",
                   "--max-total-seconds", "560", "--provider", "tune", "--max-rounds", "2",
                   "--candidates-per-round", "1", "--no-profile", "--skip-validation", *TUNER_GATE, timeout=590)
     assert_tuner_found_faster(run, bundle, out_dir)

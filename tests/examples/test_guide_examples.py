@@ -1,10 +1,9 @@
 """The worked examples of docs/harness.md: real bundles that pass `tlx-agent validate`, quoted verbatim.
 
 `validate` runs through the real CLI (`python -m orchestrator.cli validate --no-profile`), with fresh
-sandboxed workers, in the Triton interpreter. On a shared 2-core machine the interpreter's per-worker
-medians scatter by tens of percent, so it runs with `--max-cv 5.0` as tests/validate/test_examples.py
-does; every other check must pass for real: device, build, verify, both negative tests, unchanged
-bundle. With `--no-profile` the profile check is skipped by design (the interpreter has nothing to
+sandboxed workers, in the Triton interpreter, at default settings: there benchmark stability is reported
+but not judged (the interpreter's timings measure this machine's load); every other check must pass for
+real: device, build, verify, both negative tests, unchanged bundle. With `--no-profile` the profile check is skipped by design (the interpreter has nothing to
 profile; tests/validate covers that check).
 
 The scalar test runs the scaled_add harness in a child with TRITON_INTERPRET=1 (as
@@ -42,12 +41,14 @@ def test_guide_example_passes_validate(example: str, tmp_path: Path) -> None:
     bundle = EXAMPLES / example
     run = run_cli("validate", "--kernel", bundle / "kernel.py", "--harness", bundle / "harness.py",
                   "--cases", bundle / "cases.json", "--target", bundle / "target.json",
-                  "--output-dir", tmp_path / "out", "--arch", "cpu", "--max-cv", "5.0", "--no-profile", timeout=280)
+                  "--output-dir", tmp_path / "out", "--arch", "cpu", "--no-profile", timeout=280)
     assert run.returncode == 0, run.stderr[-4000:]
     lock = json.loads(run.stdout)
     statuses = {check["name"]: (check["status"], check["message"]) for check in lock["checks"]}
     assert set(statuses) == EXPECTED_CHECKS
     assert statuses.pop("profile") == ("skipped", "profiling disabled (--no-profile)")
+    stability_status, stability_message = statuses.pop("benchmark_stability")
+    assert stability_status == "skipped" and stability_message.startswith("not judged: the CPU interpreter")
     failed = {name: message for name, (status, message) in statuses.items() if status != "passed"}
     assert not failed, failed
     assert lock["passed"] is True and lock["failed_checks"] == []

@@ -1,9 +1,9 @@
 """validate on the real examples and on init-bundle's bundles, in the Triton interpreter (slow).
 
-The interpreter's timing on a shared 2-core machine scatters by tens of percent within a worker, and
-under load the per-worker medians of one case were seen 112 % apart, so these runs pass `--max-cv 5.0`:
-stability against a tight bound is tested on the synthetic bundle. Everything else is checked for real:
-builds, protected cases, both negative tests, `--arch cpu`.
+At default settings, as a user runs it: on the CPU interpreter benchmark stability is measured and reported
+but not judged (the interpreter's timings on a shared 2-core machine scatter by tens of percent and measure
+the machine's load; stability against a bound is tested on the synthetic bundle). Everything else is checked
+for real: builds, protected cases, both negative tests, `--arch cpu`.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from tests.validate import check
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 EXAMPLES = [name for name in ("vector_add", "softmax", "matmul") if (PROJECT_ROOT / "examples" / name).is_dir()]
-PASSING = {"device", "build", "verify", "benchmark_stability", "negative_invalid_source", "negative_incorrect_output",
-           "bundle_unchanged"}
+PASSING = {"device", "build", "verify", "negative_invalid_source", "negative_incorrect_output", "bundle_unchanged"}
 
 
 def _validate(kernel: Path, bundle: Path, out: Path):
     return run_cli("validate", "--kernel", kernel, "--harness", bundle / "harness.py", "--cases", bundle / "cases.json",
-                   "--target", bundle / "target.json", "--output-dir", out, "--arch", "cpu", "--max-cv", "5.0",
-                   timeout=280)
+                   "--target", bundle / "target.json", "--output-dir", out, "--arch", "cpu", timeout=280)
 
 
 def _assert_passed(run) -> dict:
@@ -34,6 +32,10 @@ def _assert_passed(run) -> dict:
     lock = json.loads(run.stdout)
     assert lock["passed"] is True
     assert {c["name"] for c in lock["checks"] if c["status"] == "passed"} == PASSING
+    stability = check(lock, "benchmark_stability")
+    assert stability["status"] == "skipped" and stability["message"].startswith(
+        "not judged: the CPU interpreter's timings measure this machine's load")
+    assert lock["settings"]["max_cv"] == 1.0  # the interpreter's stated default
     profile = check(lock, "profile")
     assert profile["status"] == "skipped" and "TRITON_INTERPRET is set" in profile["message"]
     assert check(lock, "device")["message"] == \

@@ -34,6 +34,8 @@ def run_manifest(config: RunConfig, inputs: Inputs, bundle: FrozenBundle, state:
         inputs=InputPaths(**{role: str(path) if path else None for role, path in paths.items()}),
         bundle=FrozenBundleRecord(directory=str(bundle.directory), sha256=bundle.files, sources=bundle.sources),
         budget=config.budget,
+        budget_sources=config.budget_sources or dict.fromkeys(type(config.budget).model_fields, "default"),
+        confidence=config.confidence,
         provider=config.provider,
         model=config.model,
         profile=config.profile,
