@@ -93,6 +93,18 @@ class Inputs:
     harness_functions: list[str] = field(default_factory=list)
     reference_kernel_source: str | None = None
 
+    def paths_by_role(self) -> dict[str, Path]:
+        """Role -> path of every file the run depends on (budget and reference kernel when given)."""
+        paths = {"kernel": self.kernel_path, "harness": self.harness_path, "cases": self.cases_path,
+                 "target": self.target_path, "budget": self.budget_path,
+                 "reference_kernel": self.reference_kernel_path}
+        return {role: path for role, path in paths.items() if path is not None}
+
+
+# The name each role's file gets in the frozen bundle/ (the lock keys files by role, the run by name).
+FROZEN_NAME_BY_ROLE = {"kernel": "kernel.py", "harness": "harness.py", "cases": "cases.json",
+                       "target": "target.json", "budget": "budget.json", "reference_kernel": "reference_kernel.py"}
+
 
 def load_inputs(*, kernel: Path, harness: Path, cases: Path, target: Path, budget: Path | None,
                 reference_kernel: Path | None) -> Inputs:
@@ -125,12 +137,7 @@ class FrozenBundle:
 def freeze_bundle(inputs: Inputs, output_dir: Path) -> FrozenBundle:
     directory = output_dir / "bundle"
     directory.mkdir(parents=True, exist_ok=False)
-    originals = {"harness.py": inputs.harness_path, "cases.json": inputs.cases_path,
-                 "target.json": inputs.target_path, "kernel.py": inputs.kernel_path}
-    if inputs.budget_path is not None:
-        originals["budget.json"] = inputs.budget_path
-    if inputs.reference_kernel_path is not None:
-        originals["reference_kernel.py"] = inputs.reference_kernel_path
+    originals = {FROZEN_NAME_BY_ROLE[role]: path for role, path in inputs.paths_by_role().items()}
     files: dict[str, str] = {}
     for name, source in originals.items():
         destination = directory / name

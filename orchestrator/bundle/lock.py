@@ -27,13 +27,7 @@ ROLE_FLAGS = {"kernel": "--kernel", "harness": "--harness", "cases": "--cases", 
 
 def input_files(inputs: Inputs) -> dict[str, Path]:
     """Role -> absolute path of every file the run depends on."""
-    files = {"kernel": inputs.kernel_path, "harness": inputs.harness_path, "cases": inputs.cases_path,
-             "target": inputs.target_path}
-    if inputs.budget_path is not None:
-        files["budget"] = inputs.budget_path
-    if inputs.reference_kernel_path is not None:
-        files["reference_kernel"] = inputs.reference_kernel_path
-    return {role: path.resolve() for role, path in files.items()}
+    return {role: path.resolve() for role, path in inputs.paths_by_role().items()}
 
 
 def lock_files(inputs: Inputs) -> dict[str, LockedFile]:

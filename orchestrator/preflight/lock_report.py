@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.bundle.arch import DeviceView
-from orchestrator.bundle.inputs import FrozenBundle, Inputs
+from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, FrozenBundle, Inputs
 from orchestrator.bundle.lock import LOCK_NAME, lock_files
 from orchestrator.preflight.checks import failed_check, passed_check
 from orchestrator.run.ledger.artifacts import write_json
@@ -39,9 +39,7 @@ def build_lock(*, inputs: Inputs, bundle: FrozenBundle, settings: dict[str, Any]
     """The lock of one preflight; `settings` is `Settings.to_json()` (orchestrator/preflight/runner.py)."""
     files = lock_files(inputs)
     # what the workers saw is the frozen copy; the lock names the originals, which must still hash the same
-    frozen_roles = {"kernel": "kernel.py", "harness": "harness.py", "cases": "cases.json", "target": "target.json",
-                    "budget": "budget.json", "reference_kernel": "reference_kernel.py"}
-    drifted = [role for role, entry in files.items() if bundle.files.get(frozen_roles[role]) != entry.sha256]
+    drifted = [role for role, entry in files.items() if bundle.files.get(FROZEN_NAME_BY_ROLE[role]) != entry.sha256]
     if drifted:
         checks = [*checks, failed_check("bundle_unchanged", "input file(s) changed while validating: " + ", ".join(
             f"{role} {files[role].path}" for role in drifted) + "; validate again once they are final")]

@@ -13,7 +13,7 @@ import uuid
 
 import trio
 
-from orchestrator.bundle.inputs import Inputs, freeze_bundle
+from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundle
 from orchestrator.decision.gates import Verdict
 from orchestrator.decision.schedule import measurement_schedule
 from orchestrator.decision.time_budget import candidate_fits, expected_candidate_seconds, revalidation_reserve
@@ -48,10 +48,6 @@ from protocol.results import (
     RunResult,
 )
 from protocol.roles import Role
-
-# bundle file name -> the role it was validated under (bundle.lock.json keys files by role)
-FROZEN_NAMES = {"harness": "harness.py", "cases": "cases.json", "target": "target.json", "kernel": "kernel.py",
-                "budget": "budget.json", "reference_kernel": "reference_kernel.py"}
 
 
 class OptimizationRun:
@@ -99,7 +95,7 @@ class OptimizationRun:
         # between the preflight and the freeze would otherwise run unvalidated.
         validated = (self.config.bundle_lock_summary or {}).get("files") or {}
         for role, digest in validated.items():
-            name = FROZEN_NAMES.get(role)
+            name = FROZEN_NAME_BY_ROLE.get(role)
             if name and bundle.files.get(name) not in (None, digest):
                 raise RunAborted(ExitCode.ERROR, f"{bundle.sources[name]} changed between validation and the bundle "
                                                  "freeze; validate again", StoppingReason.BUNDLE_TAMPERED)
