@@ -1,4 +1,4 @@
-"""harness_kit.checks: each cheat from reference/peers.md §3b is tried with plain torch "kernels"."""
+"""harness_kit.checks: each known way a candidate fakes its output is tried with plain torch "kernels"."""
 
 from __future__ import annotations
 
