@@ -107,7 +107,7 @@ def test_regressed_direction_is_not_pushed_further():
     history = (digest_record("r001-c000", first.source, speedup=0.8),)
     second = trio.run(provider.propose, context(history=history, round_index=2))
     assert block_size(second.source) == 32
-    assert "BLOCK_SIZE 64->128 0.800x" in second.metadata.evidence
+    assert "BLOCK_SIZE 64->128 rejected at 0.800x" in second.metadata.evidence
 
 
 def test_broken_candidate_blocks_its_direction():
@@ -134,7 +134,7 @@ def test_bottleneck_evidence_steers_the_direction_and_success_keeps_it():
     next_proposal = trio.run(upward.propose, context(source=doubled.source, incumbent=spill, history=history,
                                                      round_index=2))
     assert block_size(next_proposal.source) == 512
-    assert "helped (1.400x)" in next_proposal.metadata.evidence
+    assert "BLOCK_SIZE 64->128 promoted at 1.400x" in next_proposal.metadata.evidence
 
 
 def test_a_stride_that_overshoots_falls_back_to_the_skipped_value():
@@ -146,7 +146,7 @@ def test_a_stride_that_overshoots_falls_back_to_the_skipped_value():
     history.append(digest_record("r002-c000", strided.source, speedup=0.9))  # overshoot: slower than 128
     back = trio.run(provider.propose, context(source=doubled.source, history=tuple(history), round_index=3))
     assert block_size(back.source) == 256  # the skipped value, below the regression
-    assert "BLOCK_SIZE 128->512 0.900x" in back.metadata.evidence
+    assert "BLOCK_SIZE 128->512 rejected at 0.900x" in back.metadata.evidence
 
 
 def run_neutral_loop(source: str, limit: int = 200) -> list[str]:
@@ -232,7 +232,7 @@ def knob_values(source: str) -> dict[str, int]:
 
 
 def test_a_tile_that_regressed_alone_is_grown_again_with_more_warps():
-    # the H200 matmul run: BLOCK_M 32 -> 64 helped; 64 -> 256 (stride) and 64 -> 128 regressed with 2 warps
+    # the H200 matmul run: BLOCK_M 32 -> 64 promoted; 64 -> 256 (stride) and 64 -> 128 regressed with 2 warps
     provider = TuneProvider()
     first = trio.run(provider.propose, context(source=EXAMPLE_MATMUL))
     assert knob_values(first.source)["BLOCK_M"] == 64
@@ -251,12 +251,12 @@ def test_a_tile_that_regressed_alone_is_grown_again_with_more_warps():
     assert changed_lines(incumbent, paired.source) == ["-BLOCK_M = 64", "+BLOCK_M = 128", "-NUM_WARPS = 2",
                                                         "+NUM_WARPS = 4"]
     assert "together with NUM_WARPS from 2 to 4" in paired.metadata.hypothesis
-    assert "BLOCK_M 64->128 0.480x" in paired.metadata.evidence
+    assert "BLOCK_M 64->128 rejected at 0.480x" in paired.metadata.evidence
 
-    # the pair helped: the next step grows the pair again, from the new incumbent
+    # the pair was promoted: the next step grows the pair again, from the new incumbent
     history.append(digest_record("r004-c000", paired.source, status=DecisionStatus.PROMOTED, speedup=1.3))
     again = trio.run(provider.propose, context(source=paired.source, history=tuple(history), round_index=5))
-    assert "helped (1.300x)" in again.metadata.evidence
+    assert "BLOCK_M 64->128 with NUM_WARPS 2->4 promoted at 1.300x" in again.metadata.evidence
     values = knob_values(again.source)
     assert (values["BLOCK_M"], values["NUM_WARPS"], values["BLOCK_N"]) == (256, 8, 32)
 

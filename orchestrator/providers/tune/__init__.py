@@ -5,7 +5,7 @@ It reads the kernel's tunable literals from the AST (block sizes, tile sizes, `n
 grouping constants, `triton.Config` entries), picks the change the measured bottleneck and the run's
 history favour, and edits only that literal's span, so a patch is a one-line diff. It never repeats a
 configuration, never pushes further a knob direction that regressed or broke the kernel, keeps going in
-directions that helped, and says `ProviderExhausted` when nothing untried is left.
+directions that measured faster, and says `ProviderExhausted` when nothing untried is left.
 
 One change is coupled: when a bigger block or tile regressed on its own, the next step may grow it
 together with `num_warps` (x2 each), keeping the work per warp constant. On the H200 a 64 -> 128 matmul

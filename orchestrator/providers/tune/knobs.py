@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from orchestrator.providers.tune.grid import grid_uses
+
 UP, DOWN = 1, -1
 
 # Legal values per knob kind: powers of two with sensible bounds, stages step by one.
@@ -38,6 +40,7 @@ class Knob:
     line: int
     col: int
     end_col: int
+    grid_uses: int | None = None  # times the launch grid mentions the name; None: the file launches no kernel
 
     @property
     def domain(self) -> tuple[int, ...]:
@@ -118,6 +121,7 @@ def find_knobs(source: str) -> list[Knob]:
                     found.append(("config", key.value, value))  # type: ignore[arg-type]
 
     found.sort(key=lambda item: (item[2].lineno, item[2].col_offset))
+    in_grid = grid_uses(tree)
     knobs: list[Knob] = []
     ordinals: dict[tuple[str, str], int] = {}
     for origin, name, literal in found:
@@ -136,9 +140,67 @@ def find_knobs(source: str) -> list[Knob]:
                 line=literal.lineno,
                 col=literal.col_offset,
                 end_col=literal.end_col_offset,  # type: ignore[arg-type]
+                grid_uses=None if in_grid is None else in_grid[name],
             )
         )
     return knobs
+
+
+LOOKED_FOR = ("module-level upper-case integer constants named with BLOCK, TILE, GROUP, WARPS or STAGES and used in "
+              "the file, integer literals given as num_warps=/num_stages= or as upper-case keywords of a "
+              "kernel[grid](...) launch, and triton.Config entries")
+
+
+def _module_int_constants(tree: ast.Module) -> dict[str, int]:
+    """Module-level `NAME = <int>` assignments: name -> line."""
+    constants: dict[str, int] = {}
+    for statement in tree.body:
+        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+                and _int_literal(statement.value) is not None):
+            constants[statement.targets[0].id] = statement.lineno
+    return constants
+
+
+def _launch_edits(launch: ast.Call, constants: dict[str, int], renamed: set[str]) -> list[str]:
+    """The edits that would turn one launch's parameters into knobs (`renamed`: constants already advised)."""
+    kernel = ast.unparse(launch.func.value)  # type: ignore[attr-defined]
+    edits = []
+    for keyword in launch.keywords:
+        if keyword.arg is None or _int_literal(keyword.value) is not None:
+            continue
+        value = ast.unparse(keyword.value)
+        if value in renamed:
+            continue
+        if isinstance(keyword.value, ast.Name) and keyword.value.id in constants:
+            edits.append(f"rename the constant {value} (line {constants[value]}) passed as {keyword.arg}= to a name "
+                         f"with BLOCK, TILE, GROUP, WARPS or STAGES in it")
+        elif keyword.arg.isupper() or keyword.arg in ("num_warps", "num_stages"):
+            edits.append(f"pass {keyword.arg}= a literal or a module-level constant instead of {value} in the "
+                         f"launch of {kernel} at line {launch.lineno}")
+    if not any(keyword.arg == "num_warps" for keyword in launch.keywords):
+        edits.append(f"add num_warps=4 (Triton's default, so nothing changes) to the launch of {kernel} at line "
+                     f"{launch.lineno}")
+    return edits
+
+
+def missing_knobs_advice(source: str) -> str:
+    """Why a source has no knob: what `find_knobs` looks for, and the smallest edits that would expose one."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return f"the source does not parse ({exc.msg}, line {exc.lineno}), so it has no knob the tuner can read"
+    constants = _module_int_constants(tree)
+    loaded = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    renamed = {name for name in constants
+               if name in loaded and not name.isupper() and _knob_kind(name.upper(), False) is not None}
+    edits = [f"rename {name} (line {constants[name]}) to {name.upper()}" for name in sorted(renamed)]
+    launches = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)]
+    for launch in launches:
+        edits += _launch_edits(launch, constants, renamed)
+    if not launches:
+        edits.append("launch the kernel from this file as kernel[grid](..., BLOCK_SIZE=BLOCK_SIZE, num_warps=4) with "
+                     "a module-level BLOCK_SIZE = <int> constant")
+    return f"it looks for {LOOKED_FOR}; to expose one, {'; or '.join(edits[:3])}"
 
 
 def apply_knob(source: str, knob: Knob, value: int) -> str:

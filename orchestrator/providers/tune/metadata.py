@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from orchestrator.providers.tune.grid import programs_phrase
 from orchestrator.providers.tune.knobs import DOWN, UP, Knob
 from orchestrator.text import one_line
 
+# (kind, direction): (why, expected effect). Block and tile sizes here are ones the launch grid divides by.
 _RATIONALE: dict[tuple[str, int], tuple[str, str]] = {
-    # (kind, direction): (why, expected effect)
-    ("block", UP): ("halves the number of programs, cutting per-program overhead",
+    ("block", UP): ("cuts per-program overhead",
                     "fewer, larger programs: lower launch and scheduling cost, longer memory bursts"),
-    ("block", DOWN): ("doubles the number of programs for more parallelism and fewer registers per program",
+    ("block", DOWN): ("adds parallelism with fewer registers per program",
                       "more programs in flight and lower register pressure per program"),
     ("tile", UP): ("raises data reuse per loaded tile",
                    "fewer global loads per output element and higher arithmetic intensity"),
@@ -28,6 +29,17 @@ _RATIONALE: dict[tuple[str, int], tuple[str, str]] = {
     ("group", DOWN): ("shrinks tile groups so more columns run concurrently",
                       "better load balance across SMs"),
 }
+# Block and tile sizes the grid does not divide by (or a file without a launch): the programs stay, each one
+# walks its data in other steps, so nothing here speaks of more or fewer programs.
+_RATIONALE_OFF_GRID: dict[tuple[str, int], tuple[str, str]] = {
+    ("block", UP): ("gives each program wider blocks to work through",
+                    "wider loads per step, and fewer loop steps where a program loops over its data"),
+    ("block", DOWN): ("gives each program narrower blocks with fewer registers",
+                      "lower register pressure per program, more loop steps where a program loops over its data"),
+    ("tile", UP): ("gives each program larger tiles per loop step", "fewer loop steps and larger loads per step"),
+    ("tile", DOWN): ("lowers registers and shared memory per program",
+                     "more resident programs (occupancy) and fewer spills"),
+}
 
 _RISK: dict[tuple[str, int], str] = {
     ("block", UP): "more registers per program may lower occupancy or spill; small cases get fewer programs than SMs",
@@ -41,6 +53,41 @@ _RISK: dict[tuple[str, int], str] = {
     ("group", UP): "larger groups can unbalance work across SMs",
     ("group", DOWN): "smaller groups lower L2 reuse",
 }
+_RISK_OFF_GRID: dict[tuple[str, int], str] = {
+    ("block", UP): "more registers per program may lower occupancy or spill; lanes past the data's end are masked work",
+    ("block", DOWN): "more loop steps per program and shorter memory bursts",
+}
+
+
+def _sets_grid(knob: Knob) -> bool:
+    return bool(knob.grid_uses) and knob.kind in ("block", "tile")
+
+
+def _rationale(knob: Knob, direction: int) -> tuple[str, str]:
+    off_grid = _RATIONALE_OFF_GRID.get((knob.kind, direction))
+    return _RATIONALE[(knob.kind, direction)] if _sets_grid(knob) or off_grid is None else off_grid
+
+
+def _risk(knob: Knob, direction: int) -> str:
+    off_grid = _RISK_OFF_GRID.get((knob.kind, direction))
+    return _RISK[(knob.kind, direction)] if _sets_grid(knob) or off_grid is None else off_grid
+
+
+def _moves(knob: Knob, value: int) -> str:
+    """`NAME from old to new`, then what that does to the number of programs when the file says."""
+    programs = programs_phrase(knob.name, knob.kind, knob.value, value, knob.grid_uses)
+    return f"{knob.name} from {knob.value} to {value}" + (f" {programs} and" if programs else "")
+
+
+def _history(head: str, notes: list[str], limit: int = 240) -> str:
+    """Up to the last three notes that fit after `head`, oldest first: the newest are kept whole, since
+    truncating the line would cut the step the proposal reacts to."""
+    kept: list[str] = []
+    for note in reversed(notes[-3:]):
+        if len(head) + len(f"; earlier: {', '.join([note, *kept])}") > limit:
+            break
+        kept.insert(0, note)
+    return f"; earlier: {', '.join(kept)}" if kept else ""
 
 
 def proposal_metadata(
@@ -50,37 +97,36 @@ def proposal_metadata(
     """Hypothesis, evidence, change, expected effect and risk of one move, each one line of <= 240 characters."""
     if paired is not None:
         return _paired_metadata(knob, value, paired, bottleneck, bottleneck_evidence, notes)
-    why, effect = _RATIONALE[(knob.kind, direction)]
+    why, effect = _rationale(knob, direction)
     verb = "Raising" if direction == UP else "Lowering"
     where = f"{knob.origin} at line {knob.line}"
-    history = f"; earlier: {', '.join(notes[-3:])}" if notes else ""
+    head = f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.value} at line {knob.line}"
     bound = f" (the incumbent is {bottleneck}-bound)" if bottleneck != "unknown" else ""
     return {
-        "hypothesis": one_line(f"{verb} {knob.name} from {knob.value} to {value} {why}{bound}", 240),
-        "evidence": one_line(
-            f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.value} at line {knob.line}{history}", 240
-        ),
+        "hypothesis": one_line(f"{verb} {_moves(knob, value)} {why}{bound}", 240),
+        "evidence": one_line(head + _history(head, notes), 240),
         "change": one_line(f"{knob.name} {knob.value} -> {value} ({where}); nothing else changes", 240),
         "expected_effect": one_line(f"{effect}; lower median latency on the dominant case", 240),
-        "risk": one_line(_RISK[(knob.kind, direction)], 240),
+        "risk": one_line(_risk(knob, direction), 240),
     }
 
 
 def _paired_metadata(knob: Knob, value: int, paired: tuple[Knob, int], bottleneck: str, bottleneck_evidence: str,
                      notes: list[str]) -> dict[str, str]:
     warps, more_warps = paired
-    history = f"; earlier: {', '.join(notes[-3:])}" if notes else ""
+    programs = programs_phrase(knob.name, knob.kind, knob.value, value, knob.grid_uses)
+    programs = f" {programs} and" if programs else ""
+    head = f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.value}, {warps.name}={warps.value}"
     return {
         "hypothesis": one_line(
             f"Raising {knob.name} from {knob.value} to {value} together with {warps.name} from {warps.value} to "
-            f"{more_warps} keeps the work per warp constant: the larger {knob.kind} alone lacked the warps to "
-            "compute it", 240),
-        "evidence": one_line(
-            f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.value}, {warps.name}={warps.value}{history}", 240),
+            f"{more_warps}{programs} keeps the work per warp constant: the larger {knob.kind} alone lacked the "
+            "warps to compute it", 240),
+        "evidence": one_line(head + _history(head, notes), 240),
         "change": one_line(f"{knob.name} {knob.value} -> {value} and {warps.name} {warps.value} -> {more_warps} "
                            f"(lines {knob.line} and {warps.line}); nothing else changes", 240),
         "expected_effect": one_line(
-            f"{_RATIONALE[(knob.kind, UP)][1]} without fewer warps per element; lower median latency on the "
+            f"{_rationale(knob, UP)[1]} without fewer warps per element; lower median latency on the "
             "dominant case", 240),
-        "risk": one_line(f"{_RISK[(knob.kind, UP)]}; more warps also raise per-program synchronization", 240),
+        "risk": one_line(f"{_risk(knob, UP)}; more warps also raise per-program synchronization", 240),
     }

@@ -2,7 +2,7 @@
 move the measured bottleneck favours next.
 
 It never repeats a configuration, never pushes further a knob direction that regressed or broke the
-kernel, keeps going (with a stride) in directions that helped, and grows a block or tile together with
+kernel, keeps going (with a stride) in directions that measured faster, and grows a block or tile together with
 `num_warps` once growing it alone regressed (docs/tuner.md).
 """
 
@@ -27,7 +27,7 @@ from orchestrator.providers.tune.knobs import (
 from orchestrator.source_digest import normalized_digest
 from protocol.results import DecisionStatus, EvaluationStatus, ExperimentRecord
 
-MOMENTUM_STRIDE = 2  # values skipped+1 along a direction that already helped
+MOMENTUM_STRIDE = 2  # values skipped+1 along a direction that already measured faster
 
 # ---------------------------------------------------------------------------------------------------------
 # Evidence -> preference. Weights per bottleneck class for (kind, direction); unlisted pairs weigh 0.1.
@@ -74,13 +74,15 @@ class Attempt:
 
 @dataclass
 class Lessons:
-    """What `learn` read from the history: configurations tried, directions blocked or helpful, notes."""
+    """What `learn` read from the history: configurations tried, directions blocked or faster, notes."""
 
     tried: set[tuple[tuple[str, int], ...]] = field(default_factory=set)
     # (knob key, direction) -> first value that regressed or failed; values at or beyond it are off limits
     blocked: dict[tuple[str, int], int] = field(default_factory=dict)
-    # (knob key, direction) -> best aggregate speedup seen going that way
-    helped: dict[tuple[str, int], float] = field(default_factory=dict)
+    # (knob key, direction) -> best aggregate speedup seen going that way: promoted, or rejected above 1.0x
+    # (faster, but not by enough to pass the gates); the direction is worth following either way
+    faster: dict[tuple[str, int], float] = field(default_factory=dict)
+    # one line per decided attempt, in the run's own words: "BLOCK_SIZE 64->128 rejected at 0.800x"
     notes: list[str] = field(default_factory=list)
     pending_knobs: set[str] = field(default_factory=set)
 
@@ -100,11 +102,11 @@ def _excluded(context: ProposalContext, source: str) -> bool:
 
 
 def _outcome(record: ExperimentRecord) -> str:
-    """helped | regressed | broken | neutral | unknown, from the run's own decision and numbers."""
+    """promoted | regressed | broken | neutral | unknown, from the run's own decision and numbers."""
     if record.decision is None:
         return "unknown"
     if record.decision.status is DecisionStatus.PROMOTED:
-        return "helped"
+        return "promoted"
     candidate = record.candidate_evaluation
     if record.decision.status is DecisionStatus.FAILED or (
         candidate is not None and candidate.status is not EvaluationStatus.OK
@@ -135,6 +137,17 @@ def _attempt_for(attempts: Sequence[Attempt], record: ExperimentRecord) -> Attem
     return next((attempt for attempt in attempts if attempt.digests & digests), None)
 
 
+def _note(attempt: Attempt, record: ExperimentRecord) -> str:
+    """What became of an attempt, as the run recorded it: the decision, then the worker's failure or the
+    measured speedup. A step the run rejected is never called an improvement, however fast it measured."""
+    decision = record.decision.status.value if record.decision else "undecided"
+    candidate = record.candidate_evaluation
+    if candidate is not None and candidate.status is not EvaluationStatus.OK:
+        return f"{attempt.label()} {decision} ({candidate.status.value})"
+    speedup = record.aggregate_speedup
+    return f"{attempt.label()} {decision}" + (f" at {speedup:.3f}x" if speedup is not None else "")
+
+
 def learn(attempts: Sequence[Attempt], context: ProposalContext) -> Lessons:
     """What the run's history says about the tuner's earlier attempts (and others' sources)."""
     lessons = Lessons(tried={attempt.configuration for attempt in attempts})
@@ -153,12 +166,10 @@ def learn(attempts: Sequence[Attempt], context: ProposalContext) -> Lessons:
         if outcome in ("regressed", "broken"):
             previous = lessons.blocked.get(side, attempt.new)
             lessons.blocked[side] = min(previous, attempt.new) if attempt.direction == UP else max(previous, attempt.new)
-            label = f"{speedup:.3f}x" if speedup is not None and outcome == "regressed" else outcome
-            lessons.notes.append(f"{attempt.label()} {label}")
-        elif outcome == "helped" or (speedup is not None and speedup > 1.0):
-            lessons.helped[side] = max(lessons.helped.get(side, 0.0), speedup or 1.0)
-            label = f"{speedup:.3f}x" if speedup is not None else "promoted"
-            lessons.notes.append(f"{attempt.label()} helped ({label})")
+            lessons.notes.append(_note(attempt, record))
+        elif outcome == "promoted" or (speedup is not None and speedup > 1.0):
+            lessons.faster[side] = max(lessons.faster.get(side, 0.0), speedup or 1.0)
+            lessons.notes.append(_note(attempt, record))
     pending = [attempt for attempt in attempts
                if attempt.round_index == context.round_index and all(attempt is not done for done in recorded)]
     lessons.pending_knobs = {attempt.knob_key for attempt in pending} | {
@@ -169,7 +180,7 @@ def learn(attempts: Sequence[Attempt], context: ProposalContext) -> Lessons:
 def rank_moves(context: ProposalContext, knobs: list[Knob], lessons: Lessons, bottleneck: str) -> list[Move]:
     """For each knob and direction one untried, unblocked value; best score first.
 
-    The nearest such value, except along a direction that already paid off: there the tuner skips one
+    The nearest such value, except along a direction that already measured faster: there the tuner skips one
     value (a factor of four for powers of two), so a long climb (block 32 -> 2048) takes half the
     evaluations; when that stride overshoots and regresses, the skipped value is the next proposal.
     """
@@ -179,15 +190,15 @@ def rank_moves(context: ProposalContext, knobs: list[Knob], lessons: Lessons, bo
     for order, knob in enumerate(knobs):
         for direction in (UP, DOWN):
             side = (knob.key, direction)
-            stride = MOMENTUM_STRIDE if side in lessons.helped else 1
+            stride = MOMENTUM_STRIDE if side in lessons.faster else 1
             eligible = list(_eligible(context, knob, direction, incumbent, lessons, limit=stride))
             if not eligible:
                 continue
             value, source, configuration = eligible[-1]
             score = preferences.get((knob.kind, direction), 0.1)
-            score += 3.0 if side in lessons.helped else 0.0
+            score += 3.0 if side in lessons.faster else 0.0
             score -= 5.0 if knob.key in lessons.pending_knobs else 0.0  # another slot moves this knob now
-            # prefer small steps; a stride earned by success is not penalized
+            # prefer small steps; a stride earned by a faster step is not penalized
             distance = abs(knob.domain.index(value) - _nearest_index(knob))
             score -= 0.5 * max(0, distance - (stride - 1))
             moves.append(Move(score, order, knob, direction, value, source, configuration))
@@ -198,7 +209,7 @@ def rank_moves(context: ProposalContext, knobs: list[Knob], lessons: Lessons, bo
 def _paired_moves(context: ProposalContext, knobs: list[Knob], lessons: Lessons,
                   preferences: dict[tuple[str, int], float], incumbent: dict[str, int]) -> list[Move]:
     """A block or tile grown together with num_warps (x2 each), once growing it alone regressed or broke
-    the kernel at its next value, or after such a pair helped: a bigger tile needs the warps to compute it."""
+    the kernel at its next value, or after such a pair measured faster: a bigger tile needs the warps to compute it."""
     warps = next((knob for knob in knobs if knob.kind == "warps"), None)
     more_warps = next_value(warps, UP, warps.value) if warps is not None else None
     if warps is None or more_warps is None or warps.key in lessons.pending_knobs:
@@ -210,7 +221,7 @@ def _paired_moves(context: ProposalContext, knobs: list[Knob], lessons: Lessons,
             continue
         side = (pair_key(knob.key, warps.key), UP)
         alone_blocked = lessons.blocked.get((knob.key, UP))
-        if side not in lessons.helped and (alone_blocked is None or alone_blocked > value):
+        if side not in lessons.faster and (alone_blocked is None or alone_blocked > value):
             continue  # no evidence that this knob needs more warps to grow
         pair_blocked = lessons.blocked.get(side)
         if pair_blocked is not None and value >= pair_blocked:
@@ -221,7 +232,7 @@ def _paired_moves(context: ProposalContext, knobs: list[Knob], lessons: Lessons,
         source = apply_knobs(context.incumbent_source, {knob.key: value, warps.key: more_warps})
         if _excluded(context, source):
             continue
-        score = preferences.get((knob.kind, UP), 0.1) + 1.0 + (3.0 if side in lessons.helped else 0.0)
+        score = preferences.get((knob.kind, UP), 0.1) + 1.0 + (3.0 if side in lessons.faster else 0.0)
         moves.append(Move(score, order, knob, UP, value, source, configuration, paired=(warps, more_warps)))
     return moves
 

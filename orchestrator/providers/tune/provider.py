@@ -6,7 +6,7 @@ from orchestrator.providers.base import Proposal, ProposalContext, ProviderExhau
 from orchestrator.providers.bottleneck import classify_bottleneck
 from orchestrator.providers.contract import validate_proposal
 from orchestrator.providers.prompt import evidence_terms
-from orchestrator.providers.tune.knobs import find_knobs
+from orchestrator.providers.tune.knobs import find_knobs, missing_knobs_advice
 from orchestrator.providers.tune.metadata import proposal_metadata
 from orchestrator.providers.tune.policy import Attempt, attempt_of, learn, rank_moves
 
@@ -23,16 +23,16 @@ class TuneProvider:
     async def propose(self, context: ProposalContext) -> Proposal:
         knobs = find_knobs(context.incumbent_source)
         if not knobs:
-            raise ProviderExhausted(
-                "tune found no tunable knob (BLOCK*/TILE*/GROUP* constants, num_warps, num_stages, triton.Config)"
-            )
+            raise ProviderExhausted(f"tune found no tunable knob in the incumbent: {missing_knobs_advice(context.incumbent_source)}")
         lessons = learn(self._attempts, context)
         bottleneck, bottleneck_evidence = classify_bottleneck(context.incumbent_evaluation)
         moves = rank_moves(context, knobs, lessons, bottleneck)
         if not moves:
             raise ProviderExhausted(
                 f"tune has no untried configuration left for {len(knobs)} knobs "
-                f"({', '.join(sorted({k.name for k in knobs}))})"
+                f"({', '.join(sorted({k.name for k in knobs}))}): every value in their domains was tried or lies past "
+                "a step that regressed; expose another knob (a BLOCK/TILE/GROUP constant, num_warps or num_stages at "
+                "the launch) or continue with an LLM provider"
             )
         best = moves[0]
         metadata = proposal_metadata(best.knob, best.direction, best.value, bottleneck, bottleneck_evidence,
