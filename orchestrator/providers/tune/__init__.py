@@ -12,8 +12,9 @@ together with `num_warps` (x2 each), keeping the work per warp constant. On the 
 tile with two warps ran at 0.48x and a single-knob climb stopped there; the pair is what the grid's best
 configurations do (docs/tuner.md).
 
-Modules: `knobs` (finding and editing the literals), `policy` (what history taught, which move is next),
-`metadata` (the proposal's hypothesis, evidence and risk text), `provider` (`TuneProvider`).
+Modules: `knobs` (finding and editing the literals), `grid` (which knobs set the launch grid, and a move's
+program count in words), `policy` (what history taught, which move is next), `metadata` (the proposal's
+hypothesis, evidence and risk text), `provider` (`TuneProvider`).
 """
 
 from __future__ import annotations
