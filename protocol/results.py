@@ -173,6 +173,7 @@ class RunReport(StrictModel):
     aggregate_speedup: float | None
     winner_experiment_id: str
     stopping_reason: StoppingReason
+    stopping_detail: str = ""  # one sentence a person can act on: what ran out or failed, and what to change
     commit: str
     output_dir: str
 
@@ -182,6 +183,7 @@ class RunResult(StrictModel):
     success: bool
     exit_code: ExitCode
     stopping_reason: StoppingReason
+    stopping_detail: str = ""  # the same sentence as report.stopping_detail; empty in results of older versions
     winner_experiment_id: str
     best_kernel_path: str
     baseline: Evaluation | None

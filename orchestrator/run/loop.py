@@ -130,10 +130,10 @@ class OptimizationRun:
         write_json(self.artifacts.root / "baseline_profile.json", reporting.profiles_by_case(evaluation))
         self.log.event(reporting.evaluation_line("baseline", "baseline", evaluation))
         if evaluation.status is not EvaluationStatus.OK:
-            state.stopping_reason = StoppingReason.BASELINE_FAILED
-            raise RunAborted(ExitCode.ERROR, f"baseline kernel failed: {evaluation.status.value}: {evaluation.reason}; "
-                                             f"fix the kernel or the bundle (worker log: {evaluation.worker.log_path})",
-                             StoppingReason.BASELINE_FAILED)
+            message = (f"baseline kernel failed: {evaluation.status.value}: {evaluation.reason}; "
+                       f"fix the kernel or the bundle (worker log: {evaluation.worker.log_path})")
+            state.stop(StoppingReason.BASELINE_FAILED, message)
+            raise RunAborted(ExitCode.ERROR, message, StoppingReason.BASELINE_FAILED)
         state.device = evaluation.worker.device
         state.worker_isolation = dict(evaluation.worker.isolation)
         self.write_manifest(state)
@@ -150,7 +150,8 @@ class OptimizationRun:
             for experiment_id, slot, proposal in proposals:
                 if isinstance(proposal, ProviderExhausted):
                     self.log.event(f"{experiment_id} status=provider_exhausted reason={str(proposal)!r}")
-                    state.stopping_reason = StoppingReason.PROVIDER_EXHAUSTED
+                    state.stop(StoppingReason.PROVIDER_EXHAUSTED,
+                               str(proposal) or f"the {self.provider.name} provider has no further candidate")
                     return incumbent
                 if not self.next_candidate_fits(state, deadline):
                     return incumbent
@@ -160,10 +161,12 @@ class OptimizationRun:
                     incumbent = promoted
                     promoted_this_round = True
                     if not await self.commit_step.checkpoint(state, record, incumbent.source, self.evaluator):
-                        state.stopping_reason = StoppingReason.PROMOTION_COMMIT_FAILED
+                        state.stop(StoppingReason.PROMOTION_COMMIT_FAILED,
+                                   reporting.commit_failed_detail(record, self.commit_step.records))
                         return incumbent
             state.rounds_without_promotion = 0 if promoted_this_round else state.rounds_without_promotion + 1
-        state.stopping_reason = StoppingReason.ROUND_BUDGET_EXHAUSTED
+        state.stop(StoppingReason.ROUND_BUDGET_EXHAUSTED,
+                   reporting.round_budget_detail(self.config.budget.max_rounds, state.experiments))
         return incumbent
 
     def next_candidate_fits(self, state: RunState, deadline: float) -> bool:
@@ -171,7 +174,8 @@ class OptimizationRun:
         expected = expected_candidate_seconds(state.experiments)
         if candidate_fits(left, expected):
             return True
-        state.stopping_reason = StoppingReason.TIME_BUDGET_EXHAUSTED
+        state.stop(StoppingReason.TIME_BUDGET_EXHAUSTED,
+                   reporting.time_budget_detail(expected, left, self.config.budget.max_total_seconds))
         self.log.event(f"run status=stopping reason='time budget: the next candidate needs about {expected:.0f} s "
                        f"of workers, {max(left, 0.0):.0f} s left before revalidation'")
         return False
@@ -315,9 +319,10 @@ class OptimizationRun:
         write_json(self.artifacts.root / "experiments.json", state.experiments)
         self.log.event(reporting.decision_line("final", record, status="revalidated" if accepted else "baseline"))
         if not accepted:
-            state.stopping_reason = StoppingReason.FINALIST_REVALIDATION_FAILED
+            state.stop(StoppingReason.FINALIST_REVALIDATION_FAILED, reporting.revalidation_detail(record))
             if not await self.commit_step.rollback(record.decision.reason):
-                state.stopping_reason = StoppingReason.ROLLBACK_COMMIT_FAILED
+                state.stop(StoppingReason.ROLLBACK_COMMIT_FAILED,
+                           reporting.rollback_failed_detail(state.stopping_detail, self.commit_step.records))
             return final, None
         self.commit_step.finalize()
         await profile_step.diagnostic_instrumentation(self.evaluator, state, "final", final_path, state.deadline)
@@ -336,8 +341,8 @@ class OptimizationRun:
             config=self.config, inputs=self.inputs, state_experiments=state.experiments, baseline=baseline,
             final=final if winner else None, final_record=final_record if winner else None,
             winner_id=winner.experiment_id if winner else "baseline", stopping_reason=state.stopping_reason,
-            exit_code=exit_code, commits=self.commit_step.records, commit_summary=self.commit_step.summary(),
-            best_path=best_path, wall_seconds=time.monotonic() - state.started, output_dir=self.artifacts.root)
+            stopping_detail=state.stopping_detail, exit_code=exit_code, commits=self.commit_step.records,
+            commit_summary=self.commit_step.summary(), best_path=best_path, wall_seconds=time.monotonic() - state.started, output_dir=self.artifacts.root)
 
 
 def apply_verdict(record: ExperimentRecord, verdict: Verdict) -> None:

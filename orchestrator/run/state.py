@@ -41,6 +41,13 @@ class RunState:
     # path -> sha256 of every source the run wrote and will evaluate again (checked before each worker)
     written_sources: dict[str, str] = field(default_factory=dict)
     stopping_reason: StoppingReason = StoppingReason.ROUND_BUDGET_EXHAUSTED
+    stopping_detail: str = ""  # one sentence for result.json: what ran out or failed, and what would change it
     # what the baseline's worker saw: the device and the isolation layers it ran under (for run.json)
     device: str | None = None
     worker_isolation: dict[str, Any] = field(default_factory=dict)
+
+    def stop(self, reason: StoppingReason, detail: str) -> None:
+        """Record why the run stops, with the sentence a person reads in result.json; the reason and its
+        detail are always set together, so a later stop never leaves an earlier stop's detail behind."""
+        self.stopping_reason = reason
+        self.stopping_detail = detail

@@ -14,6 +14,7 @@ from protocol.results import (
     CandidateMetadata,
     CaseReport,
     CommitRecord,
+    DecisionStatus,
     Evaluation,
     ExperimentRecord,
     RunReport,
@@ -39,11 +40,21 @@ def proposal_line(experiment_id: str, metadata: CandidateMetadata) -> str:
     return " ".join(parts)
 
 
+def _has_figures(profile: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Whether Proton and the native profiler (NCU) gave figures, as `format_profile_for_log` decides it."""
+    proton = profile.get("proton")
+    return isinstance(proton, Mapping) and bool(proton.get("available", True)), ncu_duration_us(profile) is not None
+
+
 def profile_tokens(profile: dict[str, Any] | None) -> str:
-    """Proton attribution and the NCU summary as `,key=value` tokens (the same figures as the profile lines)."""
+    """Proton attribution and the NCU summary as `,key=value` tokens (the same figures as the profile lines).
+
+    A profile without any figure is the short `,profile=unavailable`: on a machine without profilers every
+    case of every line would otherwise repeat the same list; the baseline's line says why, once
+    (`profile_status`), and result.json keeps each case's diagnostics."""
     if not profile:
         return ""
-    tokens = format_profile_for_log(profile, None).split()
+    tokens = format_profile_for_log(profile, None).split() if any(_has_figures(profile)) else ["profile=unavailable"]
     if profile.get("error"):
         tokens.append(f"profile.error={quote(profile['error'], 120)}")
     return "," + ",".join(tokens)
@@ -60,12 +71,39 @@ def case_token(measurement, speedup: float | None = None) -> str:
     return token + profile_tokens(measurement.profile)
 
 
+def profile_status(evaluation: Evaluation) -> str:
+    """Which profilers gave no figures, on how many cases, and why (each distinct diagnostic once), as one
+    `profiles_unavailable=` token; "" when every profiled case has both."""
+    profiled = [m.profile for m in evaluation.cases if m.profile]
+    missing: dict[str, int] = {}
+    reasons: list[str] = []
+    for profile in profiled:
+        proton, native = _has_figures(profile)
+        if proton and native:
+            continue
+        for tool, measured in (("proton", proton), ("native_profiler", native)):
+            missing[tool] = missing.get(tool, 0) + (not measured)
+        tools = [str(tool) for tool in profile.get("tools") or []]
+        why = [str(text) for text in profile.get("diagnostics") or []]
+        if not native and "ncu" not in tools:
+            why.append(f"native_profiler: not among this target's profile tools ({', '.join(tools) or 'none'})")
+        if profile.get("error"):
+            why.append(f"profile() raised {profile['error']}")
+        reasons += [text for text in why if text not in reasons]
+    counts = ", ".join(f"{tool} on {count}/{len(profiled)} case(s)" for tool, count in missing.items() if count)
+    if not counts:
+        return ""
+    return f"profiles_unavailable={quote(f'{counts}: ' + '; '.join(reasons), 600)}"
+
+
 def evaluation_line(experiment_id: str, role: str, evaluation: Evaluation) -> str:
+    """One evaluation; the baseline's line (the first of a run) also says once which profilers are missing."""
     head = f"{experiment_id} {role} evaluation={evaluation.status.value}"
     if evaluation.reason:
         head += f" reason={quote(evaluation.reason)}"
     cases = " ".join(case_token(m) for m in evaluation.cases)
-    return f"{head} {cases}".rstrip()
+    status = profile_status(evaluation) if role == "baseline" else ""
+    return " ".join(part for part in (head, cases, status) if part)
 
 
 def decision_line(experiment_id: str, record: ExperimentRecord, status: str | None = None) -> str:
@@ -101,10 +139,63 @@ def _median(evaluation: Evaluation | None, case_id: str) -> tuple[float | None, 
     return measured.stats.median, measured.stats.cv
 
 
+# ---- why the run stopped: one sentence each for result.json's stopping_detail ---------------------------
+
+# What a failed revalidation gate means for the person reading the result, in the order orchestrator/decision/gates.py
+# checks the gates (the first failed one gives the decision's reason)
+_GATE_ADVICE = {
+    "correct": "the finalist failed verification when run again: look for nondeterminism in it",
+    "speedup": "its earlier gain did not reproduce against fresh baseline runs: measure again on a quieter machine",
+    "cv": "its timings were too noisy: run on a quieter machine or raise --max-cv",
+    "noise": "its gain was not above the between-run noise: run on a quieter machine or raise --confirm-runs",
+    "profile": "the native profile vetoed it: experiments/final/profile.json names the case that regressed",
+}
+
+
+def round_budget_detail(max_rounds: int, experiments: list[ExperimentRecord]) -> str:
+    proposed = [e for e in experiments if e.experiment_id not in ("baseline", "final")]
+    promoted = sum(1 for e in proposed if e.decision and e.decision.status is DecisionStatus.PROMOTED)
+    return (f"all {max_rounds} round(s) ran ({len(proposed)} candidate(s), {promoted} promoted); "
+            "raise --max-rounds to try more candidates")
+
+
+def time_budget_detail(expected_seconds: float, seconds_left: float, max_total_seconds: float) -> str:
+    return (f"the next candidate needs about {expected_seconds:.0f} s of workers and {max(seconds_left, 0.0):.0f} s "
+            f"were left before revalidation (--max-total-seconds {max_total_seconds:g}); raise --max-total-seconds "
+            "to try more candidates")
+
+
+def revalidation_detail(record: ExperimentRecord) -> str:
+    """Which gate the finalist failed next to fresh baseline runs, its reason, and what that suggests."""
+    decision = record.decision
+    reason = decision.reason if decision else "no decision"
+    gates = decision.gates if decision else {}
+    failed = sorted((gate for gate, passed in gates.items() if not passed),
+                    key=lambda gate: list(_GATE_ADVICE).index(gate) if gate in _GATE_ADVICE else len(_GATE_ADVICE))
+    where = f" at the {', '.join(failed)} gate{'s' if len(failed) > 1 else ''}" if failed else ""
+    advice = f"; {_GATE_ADVICE[failed[0]]}" if failed and failed[0] in _GATE_ADVICE else ""
+    return (f"the finalist {record.parent_id} failed revalidation next to fresh baseline runs{where} ({reason}), "
+            f"so the baseline stays{advice}")
+
+
+def commit_failed_detail(record: ExperimentRecord, commits: list[CommitRecord]) -> str:
+    failed = next((c for c in reversed(commits) if c.status == "failed"), None)
+    why = failed.reason if failed and failed.reason else "no reason recorded"
+    return (f"the checkpoint commit of the promoted {record.experiment_id} failed ({why}), so no further candidate "
+            f"was tried; its source is {record.source_path}")
+
+
+def rollback_failed_detail(revalidation: str, commits: list[CommitRecord]) -> str:
+    failed = next((c for c in reversed(commits) if c.kind == "rollback" and c.status == "failed"), None)
+    why = failed.reason if failed and failed.reason else "no reason recorded"
+    return (f"the rollback commit failed ({why}) after {revalidation}; the checkpoint commits listed in result.json "
+            "`commits` are still in the repository: revert them by hand")
+
+
 def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], baseline: Evaluation,
                  final: Evaluation | None, final_record: ExperimentRecord | None, winner_id: str,
-                 stopping_reason: str, exit_code: int, commits: list[CommitRecord], commit_summary: str,
-                 best_path: Path, wall_seconds: float, output_dir: Path) -> RunResult:
+                 stopping_reason: str, stopping_detail: str, exit_code: int, commits: list[CommitRecord],
+                 commit_summary: str, best_path: Path, wall_seconds: float, output_dir: Path) -> RunResult:
     speedups = {row.case_id: row for row in final_record.comparisons} if final_record else {}
     workload = []
     for case in inputs.cases:
@@ -120,10 +211,10 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
     aggregate = final_record.aggregate_speedup if final_record else 1.0
     report = RunReport(workload=workload, device=baseline.worker.device, backend=inputs.target.backend,
                        architecture=inputs.target.architecture, aggregate_speedup=aggregate,
-                       winner_experiment_id=winner_id, stopping_reason=stopping_reason, commit=commit_summary,
-                       output_dir=str(output_dir))
+                       winner_experiment_id=winner_id, stopping_reason=stopping_reason,
+                       stopping_detail=stopping_detail, commit=commit_summary, output_dir=str(output_dir))
     return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
-                     winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
+                     stopping_detail=stopping_detail, winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
                      final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,
                      output_dir=str(output_dir))
 
