@@ -108,7 +108,10 @@ class Outsider:
     @classmethod
     def parent(cls) -> Outsider:
         pid = os.getppid()
-        return cls(pid, os.getpriority(os.PRIO_PROCESS, pid), frozenset(os.sched_getaffinity(pid)))
+        try:
+            return cls(pid, os.getpriority(os.PRIO_PROCESS, pid), frozenset(os.sched_getaffinity(pid)))
+        except OSError:  # never expected for our own parent; kill(pid, 0) is still checked first
+            return cls(pid, 0, frozenset(os.sched_getaffinity(0)))
 
 
 def _zombies() -> list[str]:

@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from orchestrator.worker.environment import build_worker_environment
+from orchestrator.worker.process import parse_event
 from orchestrator.worker.process_tree import pid_namespace
 from protocol.worker import (
     BuildCommand,
@@ -35,7 +36,6 @@ from protocol.worker import (
     SetupCommand,
     ShutdownCommand,
 )
-from tests.test_protocol import HARNESS_FUNCTIONS, _read_event
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PRELUDE = textwrap.dedent("""
@@ -60,6 +60,16 @@ PRELUDE = textwrap.dedent("""
            proc=sorted(int(name) for name in os.listdir("/proc") if name.isdigit()))
 """)
 SPINNER = "while True: pass"
+HARNESS = """
+def build(kernel_source, target):
+    return {"success": True, "artifact": None}
+
+def verify(artifact, case):
+    return True
+
+def benchmark(artifact, case, repetitions):
+    return [1.0] * repetitions
+"""
 
 
 def start(tmp_path: Path, snippet: str, args: dict[str, Any] | None = None,
@@ -93,6 +103,14 @@ def first_report(child: subprocess.Popen[str]) -> dict[str, Any]:
 def next_report(child: subprocess.Popen[str]) -> dict[str, Any]:
     assert child.stdout is not None
     return json.loads(child.stdout.readline())
+
+
+def read_event(reader: Any, expected: type) -> Any:
+    line = reader.readline()
+    assert line, "the worker closed the protocol socket"
+    event = parse_event(line.rstrip(b"\n"))
+    assert isinstance(event, expected), event
+    return event
 
 
 def marked(marker: str) -> list[int]:
@@ -309,7 +327,7 @@ def test_everything_ends_when_the_process_that_started_the_worker_dies(tmp_path:
 @pytest.mark.timeout(60)
 def test_ready_reports_the_namespace_a_real_worker_runs_in(tmp_path: Path) -> None:
     scratch, harness, kernel = tmp_path / "scratch", tmp_path / "harness.py", tmp_path / "kernel.py"
-    harness.write_text("".join(HARNESS_FUNCTIONS.values()))
+    harness.write_text(HARNESS)
     kernel.write_text("LATENCY_US = 1.0\n")
     scratch.mkdir()
     env, _refused = build_worker_environment(os.environ, {}, scratch=scratch, token="t", pythonpath=str(PROJECT_ROOT))
@@ -321,19 +339,19 @@ def test_ready_reports_the_namespace_a_real_worker_runs_in(tmp_path: Path) -> No
         child.close()
         try:
             parent.settimeout(30)
-            assert _read_event(reader, HelloEvent).pid == worker.pid
+            assert read_event(reader, HelloEvent).pid == worker.pid
             setup = SetupCommand(run_id="r", experiment_id="e", harness_path=str(harness), kernel_path=str(kernel),
                                  target={}, isolation=IsolationConfig(scratch_dir=str(scratch)))
             parent.sendall(setup.model_dump_json().encode() + b"\n")
-            ready = _read_event(reader, ReadyEvent)
+            ready = read_event(reader, ReadyEvent)
             if ready.isolation["processes"] != "active":
                 pytest.skip(f"no PID namespace on this machine: {ready.isolation['processes']}")
             assert ready.pid_namespace is not None
             assert pid_namespace(ready.pid_namespace.init_pid) == ready.pid_namespace.inode != pid_namespace("self")
             for command in (BuildCommand(command_id=1), ShutdownCommand()):
                 parent.sendall(command.model_dump_json().encode() + b"\n")
-            _read_event(reader, ReplyEvent)
-            _read_event(reader, FinishedEvent)
+            read_event(reader, ReplyEvent)
+            read_event(reader, FinishedEvent)
             assert worker.wait(timeout=30) == 0
         finally:
             if worker.poll() is None:
