@@ -66,6 +66,9 @@ def test_every_proposal_states_the_program_count_its_edit_gives(example):
         before, after = grid(knob_values(source)), grid(knob_values(proposal.source))
         name, hypothesis = moved_knob(source, proposal.source), proposal.metadata.hypothesis
         assert expected_programs_phrase(before, after) in hypothesis, hypothesis
+        if before != after:  # the factor holds where a dimension spans many blocks, and the text says so
+            sizes = knob_values(source)[name], knob_values(proposal.source)[name]
+            assert f" on sizes much larger than {max(sizes)} and " in hypothesis, hypothesis
         if before == after:
             assert not any(verb in hypothesis for verb in SCALING_VERBS), hypothesis
             assert "fewer, larger programs" not in proposal.metadata.expected_effect
@@ -82,7 +85,8 @@ def test_a_stride_of_two_values_quarters_the_number_of_programs():
     history = (digest_record("r001-c000", doubled.source, status=DecisionStatus.PROMOTED, speedup=1.3),)
     strided = trio.run(provider.propose, context(source=doubled.source, history=history, round_index=2))
     assert knob_values(strided.source)["BLOCK_SIZE"] == 4096
-    assert strided.metadata.hypothesis.startswith("Raising BLOCK_SIZE from 1024 to 4096 quarters the number of programs")
+    assert strided.metadata.hypothesis.startswith(
+        "Raising BLOCK_SIZE from 1024 to 4096 quarters the number of programs on sizes much larger than 4096 and ")
 
 
 def test_sizes_outside_the_grid_and_warps_keep_the_program_count():

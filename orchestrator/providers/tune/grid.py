@@ -3,7 +3,7 @@
 A knob sets the grid when its name (a variable, or a `META["NAME"]` key) appears in the grid expression of a
 `kernel[grid](...)` launch, followed through the file's assignments and functions (`grid = (...)`,
 `def grid(meta): ...`). Such a size divides the problem, `cdiv(n, BLOCK_SIZE)`, so growing it from `old` to
-`new` divides that dimension's program count by `new / old`. A knob the grid does not mention (softmax's
+`new` divides that dimension's program count by `new / old` wherever it spans many blocks. A knob the grid does not mention (softmax's
 column tile under a one-program-per-row grid, `BLOCK_K`, `num_warps`) leaves the program count unchanged.
 """
 
@@ -102,11 +102,13 @@ def programs_phrase(name: str, kind: str, old: int, new: int, uses: int | None) 
     """What moving a knob from `old` to `new` does to the number of programs, or "" when nothing is known.
 
     Only block and tile sizes divide the grid; a name the grid mentions `uses` times scales the program
-    count by (old / new) ** uses. Other kinds, or sizes the grid does not mention, leave it unchanged."""
+    count by (old / new) ** uses on problems much larger than the block. Other kinds, or sizes the grid does
+    not mention, leave it unchanged."""
     if uses is None:
         return ""
     if uses and kind in ("block", "tile"):
-        return scaling_words((old / new) ** uses, "the number of programs")
+        # cdiv(n, size) scales by old / new only where n spans many blocks: at n = 4096, 4096 -> 8192 keeps 1
+        return f"{scaling_words((old / new) ** uses, 'the number of programs')} on sizes much larger than {max(old, new)}"
     if uses:
         return ""  # a warps, stages or group knob inside a grid expression: no known arithmetic
     if kind in ("block", "tile"):
