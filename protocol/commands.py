@@ -17,9 +17,15 @@ class InitBundleOutput(StrictModel):
     files: dict[str, str]  # harness / cases / target -> absolute path
     entry: str
     kind: str
+    kind_source: Literal["--kind", "inferred"]
     backend: str
-    inputs: list[str]
+    dtype: str
+    inputs: list[str]  # what the harness passes, in the entry's order (tensors and scalars)
     outputs: list[str]
+    shapes: dict[str, list[str]]  # tensor input or output -> its shape in the case's dimensions
+    scalars: dict[str, str]  # scalar input -> "float" / "int" / "bool" (drawn), "dim:D", "shape:D" or "none"
+    reference: str  # "kernel" (the untouched kernel), "todo" (verify fails until written), or the standard math's name
+    guesses: list[str]  # each inference init-bundle made, with its evidence and how to check it
     main_scope: str | None
     validate_command: list[str]  # argv of the validate command, ready to run
 

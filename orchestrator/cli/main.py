@@ -128,12 +128,17 @@ def _add_init_bundle_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel", type=Path, required=True, help="kernel source file")
     parser.add_argument("--entry", required=True, help="the public function the harness calls")
     parser.add_argument("--out", type=Path, required=True, help="directory for harness.py, cases.json, target.json")
-    parser.add_argument("--kind", choices=("elementwise", "rowwise"), default="elementwise",
-                        help="elementwise: 1-D inputs of n elements; rowwise: 2-D (rows, cols) inputs")
+    from orchestrator.bundle.starter_plan import KINDS
+
+    parser.add_argument("--kind", choices=KINDS,
+                        help="default: inferred from the entry's body. elementwise: 1-D (n,) tensors; rowwise: "
+                             "(rows, cols); norm: x (rows, cols), weight/bias (cols,); reduction: (rows, cols) -> "
+                             "(rows,); gemm: (m, k) @ (k, n); bmm: (batch, m, k) @ (batch, k, n)")
     parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
                         help="cpu: Triton interpreter (TRITON_INTERPRET=1), small cases; cuda: GPU, large cases")
     parser.add_argument("--arch", help="architecture for target.json (required with --backend cuda, e.g. h200)")
-    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"),
+                        help="the tensors' dtype (default: the dtype the entry allocates its result with, else float32)")
     parser.add_argument("--force", action="store_true", help="overwrite existing bundle files in --out")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.bundle.init_bundle import read_entry, render_harness
+from orchestrator.bundle.entry_signature import read_entry
+from orchestrator.bundle.init_bundle import render_harness
+from orchestrator.bundle.starter_plan import plan_starter
 from orchestrator.preflight.python_template import read_template, render_template
 from protocol.bundle import BundleError, load_cases_file, load_target_file
 from tests.conftest import PROJECT_ROOT, run_cli
@@ -22,7 +24,7 @@ import triton.language as tl
 
 
 @triton.jit
-def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def scale_kernel(x_ptr, w_ptr, out_ptr, n, BLOCK: tl.constexpr):
     pass
 
 
@@ -32,11 +34,15 @@ def other_kernel(x_ptr):
 
 
 def scaled(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, factor: float = 2.0, *, block: int = 64) -> None:
-    scale_kernel[(1,)](x, out, x.numel(), BLOCK=block)
+    scale_kernel[(1,)](x, w, out, x.numel(), BLOCK=block)
 
 
-def with_scalar(x, eps: float):
+def with_text(x, mode: str):
     return x
+
+
+def only_scalars(alpha: float, n: int):
+    return alpha * n
 
 
 def misplaced(out, x):
@@ -65,9 +71,9 @@ def test_the_signature_gives_inputs_outputs_and_the_launched_kernel() -> None:
 
 
 @pytest.mark.parametrize(("entry", "message"), [
-    ("missing", "defines no top-level function 'missing'; public functions: scaled, with_scalar"),
+    ("missing", "defines no top-level function 'missing'; public functions: scaled, with_text, only_scalars"),
     ("scale_kernel", "'scale_kernel' in /k/kernel.py is a Triton kernel; pass the Python function that launches it"),
-    ("with_scalar", "required scalar parameter(s) eps"),
+    ("with_text", "required parameter(s) mode of a type init-bundle cannot draw"),
     ("misplaced", "output parameter(s) out must come after every input"),
     ("variadic", "variadic entry points cannot be inferred"),
     ("nothing", "takes no input tensor"),
@@ -75,6 +81,11 @@ def test_the_signature_gives_inputs_outputs_and_the_launched_kernel() -> None:
 def test_entries_that_cannot_be_inferred_are_refused(entry: str, message: str) -> None:
     with pytest.raises(BundleError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _entry(entry)
+
+
+def test_an_entry_of_scalars_only_has_no_tensor_to_draw() -> None:
+    with pytest.raises(BundleError, match=r"only_scalars\(\) takes no input tensor \(alpha: float, n: int\)"):
+        plan_starter(_entry("only_scalars"), kind=None, dtype=None, backend="cpu")
 
 
 def test_the_written_bundle_loads_and_the_harness_embeds_the_untouched_kernel(tmp_path: Path) -> None:
@@ -94,7 +105,7 @@ def test_the_written_bundle_loads_and_the_harness_embeds_the_untouched_kernel(tm
     namespace: dict = {}
     exec(compile(ast.parse(harness), "harness", "exec"), namespace)  # noqa: S102 - our own generated file
     assert namespace["REFERENCE_SOURCE"] == VECTOR_ADD.read_text()
-    assert namespace["INPUT_NAMES"] == ("x", "y") and namespace["OUTPUT_NAMES"] == ()
+    assert namespace["INPUTS"] == {"x": ("n",), "y": ("n",)} and namespace["OUTPUTS"] == {}
     assert all(callable(namespace[name]) for name in ("build", "verify", "benchmark", "profile", "run_case"))
 
     again = run_cli("init-bundle", "--kernel", VECTOR_ADD, "--entry", "vector_add", "--out", out)
@@ -133,12 +144,19 @@ def test_bad_init_bundle_input_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "b").exists()
 
 
+def _render(entry: str, kind: str | None, dtype: str | None = None) -> str:
+    signature = _entry(entry)
+    plan = plan_starter(signature, kind=kind, dtype=dtype, backend="cpu")
+    return render_harness(kernel_file="kernel.py", signature=signature, plan=plan, source=KERNEL,
+                          harness_path="/b/harness.py")
+
+
 def test_rendered_harness_names_outputs_after_inputs() -> None:
-    harness = render_harness(kernel_file="kernel.py", signature=_entry("scaled"), kind="rowwise", dtype="float16",
-                             source=KERNEL)
-    assert "OUTPUT_NAMES = ('out',)" in harness and "INPUT_NAMES = ('x', 'w')" in harness
-    assert "Preallocated outputs out are passed after the inputs." in harness
-    assert "MAIN_SCOPE = 'scale_kernel'" in harness
+    harness = _render("scaled", "rowwise", "float16")
+    assert "OUTPUTS = {'out': ('rows', 'cols')}" in harness
+    assert "INPUTS = {'x': ('rows', 'cols'), 'w': ('rows', 'cols')}" in harness
+    assert "Output: out (rows, cols) (preallocated outputs, passed last)." in " ".join(harness.split())
+    assert "MAIN_SCOPE = 'scale_kernel'" in harness and "DTYPE = torch.float16" in harness
     ast.parse(harness)
 
 
@@ -147,12 +165,14 @@ def test_the_harness_template_is_a_working_module_with_example_values() -> None:
     template = read_template("orchestrator.bundle", "harness.py")
     namespace: dict = {}
     exec(compile(template, "harness_template", "exec"), namespace)  # noqa: S102 - our own template
-    assert (namespace["ENTRY_POINT"], namespace["INPUT_NAMES"], namespace["OUTPUT_NAMES"]) == ("entry", ("x",), ())
+    assert (namespace["ENTRY_POINT"], namespace["INPUTS"], namespace["OUTPUTS"]) == ("entry", {"x": ("n",)}, {})
     built = namespace["build"](namespace["REFERENCE_SOURCE"], {"backend": "cpu"})
     assert built["success"] and built["artifact"]["fn"](21) == 42
-    rendered = render_harness(kernel_file="kernel.py", signature=_entry("scaled"), kind="elementwise",
-                              dtype="float32", source=KERNEL)
-    assert "# template:" in template and "# template:" not in rendered and "${" not in rendered
+    for kind in ("elementwise", "gemm"):  # the untouched kernel as the reference, and a function put in its place
+        rendered = _render("scaled", kind)
+        assert "# template:" in template and "# template:" not in rendered and "${" not in rendered
+        assert ("REFERENCE_SOURCE" in rendered) == (kind == "elementwise")
+        ast.parse(rendered)
 
 
 def test_render_template_refuses_a_template_that_does_not_match_its_renderer() -> None:
@@ -165,3 +185,16 @@ def test_render_template_refuses_a_template_that_does_not_match_its_renderer() -
         render_template(template + "A = 2\n", {"A": "3"})
     with pytest.raises(ValueError, match="the field 'who', which has no value"):
         render_template(template, {}, {})
+
+
+def test_render_template_replaces_and_drops_functions_and_assignments() -> None:
+    template = ('"""Doc."""\n\nA = 1\nC: list = []  # dropped with its comment\n\n\n@decorated\ndef f(x):\n'
+                '    return x\n\n\ndef g():\n    pass\n')
+    assert render_template(template, {"A": "2"}, functions={"f": "def f(y):\n    return y * 2\n"}, drop=["C", "g"]) == \
+        '"""Doc."""\n\nA = 2\n\n\ndef f(y):\n    return y * 2\n'
+    with pytest.raises(ValueError, match="no top-level function A"):
+        render_template(template, {}, functions={"A": "def A(): pass"})
+    with pytest.raises(ValueError, match="no top-level statement Z"):
+        render_template(template, {}, drop=["Z"])
+    with pytest.raises(ValueError, match="f: replace a statement or drop it, not both"):
+        render_template(template, {}, functions={"f": "def f(): pass"}, drop=["f"])

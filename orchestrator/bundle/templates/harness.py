@@ -1,13 +1,10 @@
 """Starter harness for ${kernel_file}:${entry} (${kind}), written by `tlx-agent init-bundle`.
 
-Inputs: ${input_list} (${shape_doc}, ${dtype}), drawn from the seed the orchestrator sends with every
-command.${output_doc} The reference is the kernel as it was when this bundle was made (REFERENCE_SOURCE
-below): candidates are compared with the untouched kernel on fresh inputs, outputs are poisoned between
-timed calls and the last timed output is re-checked (`harness_kit.checks`, `harness_kit.timing`).
+${inputs_doc}
 
-TODO: replace `reference()` with an independent PyTorch implementation when you can (a reference that
-shares the kernel's code shares its bugs), add the production shapes to cases.json, the kernel's
-invariants to target.json's optimization_guidance, then run `tlx-agent validate` again.
+${reference_doc}
+
+${todo_doc}
 """
 
 from __future__ import annotations
@@ -19,18 +16,26 @@ import torch
 from sandbox_worker.harness_kit import checks, context, timing
 from sandbox_worker.harness_kit.loader import load_kernel_module
 
-# template: render_harness (orchestrator/bundle/init_bundle.py) fills the ${...} fields of the module docstring
-# template: and replaces the values of ENTRY_POINT, KIND, INPUT_NAMES, OUTPUT_NAMES, DTYPE, MAIN_SCOPE and
-# template: REFERENCE_SOURCE; the values here are an example that keeps this file a working module. Lines
-# template: starting with "# template:" are not written to the generated harness.
+# template: render_harness (orchestrator/bundle/init_bundle.py) fills the ${...} fields of the module docstring,
+# template: replaces the values of ENTRY_POINT, KIND, INPUTS, OUTPUTS, DTYPE, MAIN_SCOPE, COMPARE, REFERENCE_TODO,
+# template: REFERENCE_NOTE and REFERENCE_SOURCE, and either keeps reference() (the untouched kernel) or puts a
+# template: function of templates/references.py in its place and drops REFERENCE_SOURCE and _reference_module.
+# template: The values here are an example that keeps this file a working module. Lines starting with
+# template: "# template:" are not written to the generated harness.
 ENTRY_POINT = "entry"
 KIND = "elementwise"
-INPUT_NAMES = ("x",)
-OUTPUT_NAMES = ()  # preallocated outputs, passed after the inputs
+# The entry's arguments, in its order: a tensor is the tuple of its shape's case dimensions (cases.json);
+# a scalar is "float" (drawn in [0.5, 2)), "int" (drawn in [1, 8]), "bool", "dim:D" (the case's dimension
+# D), "shape:D" (the tuple (D,)) or "none" (None: the entry does not use it).
+INPUTS = {"x": ("n",)}
+OUTPUTS = {}  # preallocated outputs (name -> shape), passed after the inputs
 DTYPE = torch.float32
 MAIN_SCOPE = None
+COMPARE = {}  # options of checks.compare (atol, rtol, base, ...) for verify and the last timed output
 BENCHMARK_SALT = 101
 PROFILE_SALT = 202
+REFERENCE_TODO = None  # while this is a message, verify fails every case with it
+REFERENCE_NOTE = None  # what the reference assumes: added to verify's diagnostics when a case fails
 REFERENCE_SOURCE = (
     "def entry(x):\n"
     "    return x * 2\n"
@@ -62,21 +67,52 @@ def build(kernel_source: str, target: dict[str, Any]) -> dict[str, Any]:
     return {"success": True, "artifact": artifact}
 
 
-def _shape(case: dict[str, Any]) -> tuple[int, ...]:
-    parameters = case["parameters"]
-    if KIND == "rowwise":
-        return int(parameters["rows"]), int(parameters["cols"])
-    return (int(parameters["n"]),)
+def _dimensions(case: dict[str, Any]) -> dict[str, int]:
+    """The case's dimensions: its integer parameters (`budget_seconds` and `timing_mode` are settings)."""
+    return {name: int(value) for name, value in case["parameters"].items()
+            if isinstance(value, int) and not isinstance(value, bool) and name != "budget_seconds"}
 
 
-def _inputs(case: dict[str, Any], device: str, salt: int) -> tuple[torch.Tensor, ...]:
+def _draw(spec: Any, dimensions: dict[str, int], device: str, generator: torch.Generator) -> Any:
+    """One argument as INPUTS describes it."""
+    if isinstance(spec, tuple):
+        return checks.random_tensor(tuple(dimensions[name] for name in spec), DTYPE, device, generator)
+    if spec == "float":  # never near 0, so a candidate that ignores the scalar or bakes one in fails
+        return 1.25 + 0.75 * float(checks.random_tensor((1,), torch.float64, device, generator))
+    if spec == "int":
+        return int(checks.random_tensor((1,), torch.int64, device, generator, low=1, high=9))
+    if spec == "bool":
+        return bool(checks.random_tensor((1,), torch.bool, device, generator))
+    what, _, names = spec.partition(":")
+    if what == "dim":
+        return dimensions[names]
+    if what == "shape":
+        return tuple(dimensions[name] for name in names.split(","))
+    return None
+
+
+def _inputs(case: dict[str, Any], device: str, salt: int) -> tuple[Any, ...]:
     generator = checks.make_generator(device, salt=salt)
-    shape = _shape(case)
-    return tuple(checks.random_tensor(shape, DTYPE, device, generator) for _ in INPUT_NAMES)
+    dimensions = _dimensions(case)
+    return tuple(_draw(spec, dimensions, device, generator) for spec in INPUTS.values())
 
 
-def _outputs(*inputs: torch.Tensor) -> Any:
-    buffers = tuple(torch.empty_like(inputs[0]) for _ in OUTPUT_NAMES)
+def _dimensions_of(inputs: tuple[Any, ...]) -> dict[str, int]:
+    """The dimensions the inputs were drawn with (read back from their shapes)."""
+    dimensions: dict[str, int] = {}
+    for spec, value in zip(INPUTS.values(), inputs, strict=True):
+        if isinstance(spec, tuple):
+            dimensions.update(zip(spec, value.shape, strict=True))
+        elif isinstance(spec, str) and spec.startswith("dim:"):
+            dimensions[spec[4:]] = value
+    return dimensions
+
+
+def _outputs(*inputs: Any) -> Any:
+    dimensions = _dimensions_of(inputs)
+    device = next(value.device for value in inputs if isinstance(value, torch.Tensor))
+    buffers = tuple(torch.empty(tuple(dimensions[name] for name in shape), dtype=DTYPE, device=device)
+                    for shape in OUTPUTS.values())
     return buffers[0] if len(buffers) == 1 else buffers
 
 
@@ -84,12 +120,12 @@ def _as_tuple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def reference(*inputs: torch.Tensor) -> Any:
+def reference(*inputs: Any) -> Any:
     """The untouched kernel's output (see the module doc); replace with a PyTorch expression when you can."""
     if not _reference_module:
         _reference_module.append(load_kernel_module(REFERENCE_SOURCE, name_prefix="tlx_reference"))
     function = getattr(_reference_module[0], ENTRY_POINT)
-    if OUTPUT_NAMES:
+    if OUTPUTS:
         outputs = _outputs(*inputs)
         function(*inputs, *_as_tuple(outputs))
         return outputs
@@ -97,15 +133,20 @@ def reference(*inputs: torch.Tensor) -> Any:
 
 
 def verify(artifact: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    if REFERENCE_TODO:
+        return checks.verdict(False, REFERENCE_TODO)
     device = artifact["device"]
-    return checks.verify_call(artifact["fn"], reference, lambda salt: _inputs(case, device, salt),
-                              output_factory=_outputs if OUTPUT_NAMES else None)
+    result = checks.verify_call(artifact["fn"], reference, lambda salt: _inputs(case, device, salt),
+                                output_factory=_outputs if OUTPUTS else None, **COMPARE)
+    if not result["passed"] and REFERENCE_NOTE:
+        result["diagnostics"] += f" ({REFERENCE_NOTE})"
+    return result
 
 
 def _bound_call(artifact: dict[str, Any], inputs: tuple) -> tuple[Any, Any]:
     """(a no-argument call of the candidate on `inputs`, its preallocated outputs or None)."""
     function = artifact["fn"]
-    if OUTPUT_NAMES:
+    if OUTPUTS:
         outputs = _outputs(*inputs)
         buffers = _as_tuple(outputs)
         return (lambda: function(*inputs, *buffers)), outputs
@@ -116,7 +157,7 @@ def benchmark(artifact: dict[str, Any], case: dict[str, Any], repetitions: int) 
     device = artifact["device"]
     inputs = _inputs(case, device, salt=BENCHMARK_SALT)
     call, outputs = _bound_call(artifact, inputs)
-    check_last = checks.last_output_check(reference, inputs, outputs=outputs)
+    check_last = checks.last_output_check(reference, inputs, outputs=outputs, **COMPARE)
     budget = float(case["parameters"].get("budget_seconds", 2.0))
     return timing.measure(call, repetitions=repetitions, device=device, budget_seconds=budget,
                           check_last=check_last)
