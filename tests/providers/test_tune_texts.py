@@ -123,6 +123,22 @@ def test_a_rejected_step_is_never_called_helped_even_when_it_measured_faster():
     assert all("helped" not in text for text in fourth.metadata.model_dump().values())
 
 
+def test_a_slot_measured_against_a_newer_incumbent_says_against_which():
+    # the CPU demo: both slots of round 1 move BLOCK_SIZE from 1024; slot 0 (-> 2048) is promoted first, so slot 1
+    # (-> 4096) is measured against r001-c000, and its 1.739x is a gain over 2048, not over 1024
+    provider = TuneProvider()
+    source = VECTOR_ADD.replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 1024")
+    first = trio.run(provider.propose, context(source=source))
+    second = trio.run(provider.propose, context(source=source, slot_index=1))
+    assert (knob_values(first.source)["BLOCK_SIZE"], knob_values(second.source)["BLOCK_SIZE"]) == (2048, 4096)
+    history = (digest_record("r001-c000", first.source, status=DecisionStatus.PROMOTED, speedup=1.939),
+               digest_record("r001-c001", second.source, status=DecisionStatus.PROMOTED, speedup=1.739
+                             ).model_copy(update={"parent_id": "r001-c000"}))
+    later = trio.run(provider.propose, context(source=second.source, history=history, round_index=2))
+    assert "BLOCK_SIZE 1024->2048 promoted at 1.939x, BLOCK_SIZE 1024->4096 promoted at 1.739x vs r001-c000" \
+        in later.metadata.evidence, later.metadata.evidence
+
+
 def test_a_failed_build_is_noted_with_the_workers_status():
     provider = TuneProvider()
     first = trio.run(provider.propose, context())

@@ -61,6 +61,8 @@ class Attempt:
     round_index: int
     digests: frozenset[str]  # raw and normalized sha256 of the proposed source, to match history records
     paired: tuple[str, str, int, int] | None = None  # (warps knob key, name, old, new) moved with this knob
+    incumbent_id: str = ""  # the incumbent the move was made from; a slot later in its round may be measured
+    # against a newer one (its record's parent), and then its speedup is against that one
 
     @property
     def side(self) -> tuple[str, int]:
@@ -145,7 +147,10 @@ def _note(attempt: Attempt, record: ExperimentRecord) -> str:
     if candidate is not None and candidate.status is not EvaluationStatus.OK:
         return f"{attempt.label()} {decision} ({candidate.status.value})"
     speedup = record.aggregate_speedup
-    return f"{attempt.label()} {decision}" + (f" at {speedup:.3f}x" if speedup is not None else "")
+    if speedup is None:
+        return f"{attempt.label()} {decision}"
+    measured_against = record.parent_id if record.parent_id and record.parent_id != attempt.incumbent_id else ""
+    return f"{attempt.label()} {decision} at {speedup:.3f}x" + (f" vs {measured_against}" if measured_against else "")
 
 
 def learn(attempts: Sequence[Attempt], context: ProposalContext) -> Lessons:
@@ -255,7 +260,7 @@ def _eligible(context: ProposalContext, knob: Knob, direction: int, incumbent: d
         yield value, source, configuration
 
 
-def attempt_of(move: Move, round_index: int) -> Attempt:
+def attempt_of(move: Move, round_index: int, incumbent_id: str = "") -> Attempt:
     """The record of a proposed move, matched later to its experiment by the source digests."""
     paired = move.paired
     return Attempt(
@@ -268,6 +273,7 @@ def attempt_of(move: Move, round_index: int) -> Attempt:
         round_index=round_index,
         digests=source_digests(move.source),
         paired=(paired[0].key, paired[0].name, paired[0].value, paired[1]) if paired else None,
+        incumbent_id=incumbent_id,
     )
 
 

@@ -40,7 +40,7 @@ class TuneProvider:
         proposal = validate_proposal(
             best.source, metadata, context.incumbent_source, evidence_terms=evidence_terms(context)
         )
-        self._attempts.append(attempt_of(best, context.round_index))
+        self._attempts.append(attempt_of(best, context.round_index, context.incumbent_id))
         return proposal
 
     async def aclose(self) -> None:
