@@ -48,6 +48,7 @@ class CompletionReport(StrictModel):
     max_cv: float | None  # the run's CV budget (run.json budget.max_cv)
     all_protected_correct: bool | None  # null: some protected case has no verdict
     stopping_reason: StoppingReason | None
+    stopping_detail: str = ""  # the run's one sentence on why it stopped (result.json stopping_detail)
     winner_experiment_id: str | None
     best_kernel_path: str | None
     commit: str | None  # the run's commit summary ("committed <rev> (git)", "disabled (--no-commit-winner)", ...)

@@ -30,3 +30,4 @@ class StoppingReason(str, Enum):
     BUNDLE_TAMPERED = "bundle_tampered"
     BASELINE_FAILED = "baseline_failed"
     PREFLIGHT_FAILED = "preflight_failed"
+    LEFTOVER_PROCESS = "leftover_process"  # a process of an earlier evaluation survived SIGKILL

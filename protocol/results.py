@@ -9,6 +9,7 @@ from pydantic import Field
 
 from protocol.base import StrictModel
 from protocol.outcome import ExitCode, StoppingReason
+from protocol.worker import PidNamespace
 
 
 class EvaluationStatus(str, Enum):
@@ -74,6 +75,7 @@ class WorkerRecord(StrictModel):
     log_bytes_dropped: int = 0
     wall_seconds: float = 0.0
     leftover_processes_killed: int = 0
+    pid_namespace: PidNamespace | None = None  # the worker's own PID namespace, when the processes layer is on
 
 
 class Evaluation(StrictModel):

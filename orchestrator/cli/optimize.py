@@ -16,7 +16,7 @@ from orchestrator.providers.factory import create_provider
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.config import RunConfig
 from orchestrator.run.ledger.artifacts import OutputDirError, RunArtifacts, prepare_output_dir, write_json
-from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.run.ledger.live_log import LiveLog, quote
 from orchestrator.run.loop import OptimizationRun
 from orchestrator.run.state import RunAborted
 from orchestrator.vcs import VcsError
@@ -153,7 +153,8 @@ def optimize_main(args: argparse.Namespace, argv: list[str]) -> int:
     write_json(output_dir / "result.json", result)
     artifacts.journal("run_finished", exit_code=result.exit_code, stopping_reason=result.stopping_reason)
     log.event(f"run finished status={'success' if result.success else 'no_winner'} exit_code={result.exit_code} "
-              f"stopping_reason={result.stopping_reason} winner={result.winner_experiment_id} "
+              f"stopping_reason={result.stopping_reason.value} stopping_detail={quote(result.stopping_detail, 400)} "
+              f"winner={result.winner_experiment_id} "
               f"aggregate_speedup={result.report.aggregate_speedup} output_dir={str(output_dir)!r}")
     log.close()
     emit(result.model_dump(mode="json"))

@@ -58,6 +58,7 @@ class _ResultView(BaseModel):
     success: bool
     exit_code: ExitCode
     stopping_reason: StoppingReason
+    stopping_detail: str = ""
     winner_experiment_id: str
     best_kernel_path: str
     commits: list[CommitRecord] = Field(default_factory=list)
@@ -200,7 +201,8 @@ def _finished(result: _ResultView, manifest: _ManifestView | None, sources: list
         worst_final_cv=max(final_cvs) if final_cvs else None,
         max_cv=manifest.budget.get("max_cv") if manifest else None,
         all_protected_correct=None if None in protected else all(protected),
-        stopping_reason=result.stopping_reason, winner_experiment_id=result.winner_experiment_id,
+        stopping_reason=result.stopping_reason, stopping_detail=result.stopping_detail,
+        winner_experiment_id=result.winner_experiment_id,
         best_kernel_path=result.best_kernel_path, commit=report.commit, commits=result.commits,
         wall_seconds=result.wall_seconds, sources=[str(path) for path in sources])
 
@@ -341,7 +343,8 @@ def format_text(report: CompletionReport) -> str:
         f"aggregate speedup: {speedup}",
         f"CV: worst final {_num(report.worst_final_cv, '.4f')} (max_cv {_num(report.max_cv, 'g')})",
         f"correctness: {_correctness(report)}",
-        f"stopping reason: {report.stopping_reason.value if report.stopping_reason else '-'}",
+        f"stopping reason: {report.stopping_reason.value if report.stopping_reason else '-'}"
+        + (f" ({report.stopping_detail})" if report.stopping_detail else ""),
         *_commit_lines(report),
         f"best kernel: {report.best_kernel_path or '-'}",
         f"wall time: {_num(report.wall_seconds, '.1f')} s" if report.wall_seconds is not None else "wall time: -",

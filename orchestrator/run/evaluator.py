@@ -60,9 +60,10 @@ class Evaluator:
     def check_bundle(self, state: RunState) -> None:
         changed = check_frozen(self.bundle)
         if changed is not None:
-            state.stopping_reason = StoppingReason.BUNDLE_TAMPERED
-            raise RunAborted(ExitCode.ERROR, f"frozen bundle file {self.bundle.path(changed)} changed during the "
-                                             "run; the run cannot be trusted and stops", StoppingReason.BUNDLE_TAMPERED)
+            message = (f"frozen bundle file {self.bundle.path(changed)} changed during the run; the run cannot be "
+                       "trusted and stops")
+            state.stop(StoppingReason.BUNDLE_TAMPERED, message)
+            raise RunAborted(ExitCode.ERROR, message, StoppingReason.BUNDLE_TAMPERED)
 
     def checked_source(self, state: RunState, kernel_path: Path) -> str | None:
         """The source about to be evaluated. One written earlier in the run (the incumbent, the baseline) must
@@ -73,9 +74,9 @@ class Evaluator:
             source = None
         expected = state.written_sources.get(str(kernel_path))
         if expected is not None and (source is None or raw_digest(source) != expected):
-            state.stopping_reason = StoppingReason.BUNDLE_TAMPERED
-            raise RunAborted(ExitCode.ERROR, f"{kernel_path} changed after it was written; the run cannot be "
-                                             "trusted and stops", StoppingReason.BUNDLE_TAMPERED)
+            message = f"{kernel_path} changed after it was written; the run cannot be trusted and stops"
+            state.stop(StoppingReason.BUNDLE_TAMPERED, message)
+            raise RunAborted(ExitCode.ERROR, message, StoppingReason.BUNDLE_TAMPERED)
         return source
 
     async def refuse_leftovers(self) -> None:
@@ -85,7 +86,8 @@ class Evaluator:
             self.log.event(f"leftover process killed: {leftover.describe()}")
         if alive:
             raise RunAborted(ExitCode.ERROR, f"a process of an earlier evaluation survives SIGKILL: "
-                                             f"{alive[0].describe()}; the run stops instead of measuring beside it")
+                                             f"{alive[0].describe()}; the run stops instead of measuring beside it",
+                             StoppingReason.LEFTOVER_PROCESS)
 
     async def evaluate(self, state: RunState, *, role: Role, experiment_id: str, kernel_path: Path, tag: str,
                        deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",

@@ -219,6 +219,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
     evaluation.worker.isolation = ready.isolation
     evaluation.worker.versions = ready.versions
     evaluation.worker.device = ready.device
+    evaluation.worker.pid_namespace = ready.pid_namespace
 
     session.phase = "build"
     reply = await session.call(BuildCommand, "build")

@@ -134,7 +134,8 @@ def test_log_line():
 def test_log_line_without_ncu_or_proton():
     profile = _profile(None, main=None, wrapper=None, proton_available=False)
     line = format_profile_for_log(profile, profile_deltas(profile, _profile(100.0)))
-    assert line == "proton=unavailable native_profiler=unavailable"
+    assert line == "profile=unavailable"
     line = format_profile_for_log(_profile(None, main=5.0, wrapper=1.0, non_main=None), None)
     assert line == "proton.wrapper_us=1 proton.main_kernel_us=5 proton.non_main_kernel_us=null native_profiler=unavailable"
-    assert format_profile_for_log({"proton": None, "ncu": None}, {}) == "proton=unavailable native_profiler=unavailable"
+    assert format_profile_for_log({"proton": None, "ncu": None}, {}) == "profile=unavailable"
+    assert format_profile_for_log(None, None) == "profile=unavailable"

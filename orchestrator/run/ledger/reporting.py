@@ -236,7 +236,9 @@ def format_profile_for_log(profile: Mapping[str, Any] | None, deltas: Mapping[st
     `proton=unavailable`. Deltas print as `delta.<key>=<abs>(<rel>%)`, null deltas are left out.
     """
     parts: list[str] = []
-    proton_block = profile.get("proton") if isinstance(profile, Mapping) else None
+    if not isinstance(profile, Mapping) or not any(_has_figures(profile)):
+        return "profile=unavailable"  # which profiler was missing and why is said once, on the baseline's line
+    proton_block = profile.get("proton")
     if isinstance(proton_block, Mapping) and proton_block.get("available", True):
         parts += [f"proton.{field}={_fmt(profile_value(profile, 'proton', field))}" for field in PROTON_LOG_FIELDS]
     else:
