@@ -63,6 +63,7 @@ def test_tampering_after_validation_stops_optimize_naming_the_file(validated, tm
     assert not out.exists(), "a lock mismatch stops before anything is written"
 
 
+@pytest.mark.slow  # several validate runs through the CLI (over 5 s)
 def test_a_lock_for_other_files_or_a_failed_lock_is_refused(validated, tmp_path: Path) -> None:
     bundle, lock, replay = validated
     copy = tmp_path / "copy-cases.json"

@@ -130,6 +130,7 @@ def test_unstable_timing_above_max_cv_fails(tmp_path: Path) -> None:
     assert "stable=False" in run.stderr
 
 
+@pytest.mark.slow  # several validate runs through the CLI (over 5 s)
 def test_profile_must_select_the_main_kernel(tmp_path: Path) -> None:
     kernels = [{"name": "scale_kernel", "time_us": 50.0, "count": 10}, {"name": "fill_kernel", "time_us": 2.0, "count": 10}]
     target = {"backend": "cpu", "architecture": "synthetic", "main_scope": "scale_kernel"}
@@ -160,6 +161,7 @@ def test_profile_must_select_the_main_kernel(tmp_path: Path) -> None:
     assert check(json.loads(run.stdout), "profile")["message"] == "profiling disabled (--no-profile)"
 
 
+@pytest.mark.slow  # several validate runs through the CLI (over 5 s)
 def test_arch_must_match_the_device_the_harness_sees(tmp_path: Path) -> None:
     bundle = make_bundle(tmp_path / "bundle")
     run = _validate(bundle, tmp_path / "out", "--arch", "h200")
