@@ -7,6 +7,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 runs="${1:-10}"
 out="${2:-$(mktemp -d -t tlx-readme-example.XXXXXX)}"
+mkdir -p "$out"
 for i in $(seq 1 "$runs"); do
   checkout="$out/checkout-$i"
   mkdir -p "$checkout"
