@@ -2,8 +2,9 @@
 
 stdout carries exactly one JSON document (the result, or the error); stderr carries the live log.
 Exit codes (protocol/outcome.py): 0 winner promoted and revalidated; 2 no qualifying winner; 3 commit failed;
-4 human review; 1 invalid input or internal error; 130 interrupted. `validate` prints bundle.lock.json and exits 0 only when
-every check passed, 1 otherwise (the failed checks are named on stderr and in the lock).
+1 invalid input or internal error; 130 interrupted (4, human review, is reserved and not returned yet).
+`validate` prints bundle.lock.json and exits 0 only when every check passed, 1 otherwise (the failed checks
+are named on stderr and in the lock).
 """
 
 from __future__ import annotations
