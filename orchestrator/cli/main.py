@@ -21,6 +21,7 @@ from protocol.bundle import INTERPRETER_BUDGET, Budget, BundleError
 from protocol.commands import DoctorOutput
 from protocol.outcome import ExitCode
 
+INTERPRETER_CV_NOTE = f" (CPU interpreter targets: {INTERPRETER_BUDGET['max_cv']})"
 SUBCOMMANDS = ("optimize", "validate", "init-bundle", "schema", "doctor", "simulate", "report", "skill")
 
 
@@ -54,14 +55,13 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--base-url", help="endpoint for openai (default: OPENAI_BASE_URL) or anthropic and claude "
                                         "(default: ANTHROPIC_BASE_URL)")
     budget = parser.add_argument_group("budget")
-    interpreter = f" (CPU interpreter targets: {INTERPRETER_BUDGET['max_cv']})"
     budget.add_argument("--max-rounds", type=int, help=f"default {defaults.max_rounds}")
     budget.add_argument("--candidates-per-round", type=int, help=f"default {defaults.candidates_per_round}")
     budget.add_argument("--max-candidate-seconds", type=float, help=f"default {defaults.max_candidate_seconds:g}")
     budget.add_argument("--max-total-seconds", type=float, help=f"default {defaults.max_total_seconds:g}")
     budget.add_argument("--min-speedup", type=float, help=f"default {defaults.min_speedup}")
     budget.add_argument("--max-cv", type=float,
-                        help=f"largest per-case timing CV: default {defaults.max_cv}{interpreter}")
+                        help=f"largest per-case timing CV: default {defaults.max_cv}{INTERPRETER_CV_NOTE}")
     budget.add_argument("--benchmark-repetitions", type=int, help=f"default {defaults.benchmark_repetitions}")
     measure = parser.add_argument_group("measurement and profiling")
     measure.add_argument("--profile", dest="profile", action="store_true", default=True,
@@ -109,7 +109,7 @@ def _add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     checks = parser.add_argument_group("checks")
     checks.add_argument("--max-cv", type=float,
                         help="largest within-worker CV and between-worker median spread per case: default "
-                             f"{defaults.max_cv} (CPU interpreter targets: {INTERPRETER_BUDGET['max_cv']})")
+                             f"{defaults.max_cv}{INTERPRETER_CV_NOTE}")
     checks.add_argument("--benchmark-repetitions", type=int, help=f"default {defaults.benchmark_repetitions}")
     checks.add_argument("--benchmark-workers", type=int, default=3, help="fresh workers that benchmark (>= 3)")
     checks.add_argument("--max-candidate-seconds", type=float,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.results import ExperimentRecord
+from protocol.results import Evaluation, ExperimentRecord
 
 
 def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: float) -> float:
@@ -19,6 +19,11 @@ def expected_candidate_seconds(experiments: Sequence[ExperimentRecord]) -> float
     the estimate is 0 and the first candidate always starts."""
     measured = next((e for e in reversed(experiments) if e.experiment_id != "baseline" and e.evaluations), None)
     return sum(e.worker.wall_seconds for e in measured.evaluations) if measured else 0.0
+
+
+def longest_worker_seconds(evaluations: Sequence[Evaluation]) -> float:
+    """The longest worker wall time so far: what one more run of the same experiment is expected to cost."""
+    return max((e.worker.wall_seconds or 0.0 for e in evaluations), default=0.0)
 
 
 def candidate_fits(seconds_left: float, expected_seconds: float) -> bool:

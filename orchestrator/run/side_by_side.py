@@ -14,6 +14,7 @@ import trio
 from orchestrator.decision.confirmation import confirm_until_decided
 from orchestrator.decision.gates import Verdict, decide
 from orchestrator.decision.noise import BetweenRunNoise, noise_from_run_medians
+from orchestrator.decision.time_budget import longest_worker_seconds
 from orchestrator.run.evaluator import Evaluator
 from orchestrator.run.ledger import reporting
 from orchestrator.run.state import RunState
@@ -85,11 +86,6 @@ class SideBySide:
 
         verdict, _pairs = await confirm_until_decided(
             verdict, max_pairs=self.config.confirm_pairs, measure_pair=measure_pair, decide_again=decide_again,
-            can_afford_pair=lambda: deadline - trio.current_time() >= 2 * worker_seconds(evaluations),
+            can_afford_pair=lambda: deadline - trio.current_time() >= 2 * longest_worker_seconds(evaluations),
             on_skip=lambda why: log.event(f"{experiment_id} status=confirming skipped: {why}"))
         return verdict, noise
-
-
-def worker_seconds(evaluations: list[Evaluation]) -> float:
-    """The longest worker wall time so far: what one more run is expected to cost."""
-    return max((e.worker.wall_seconds or 0.0 for e in evaluations), default=0.0)

@@ -51,3 +51,30 @@ run_opt() {
   summary "$name" "$OUT/$name.json"
   grep -E "isolation mode|status=confirming" "$OUT/$name.log" | cut -c1-260 | tee -a "$OUT/summary.txt" || true
 }
+# run_validate EXAMPLE ROUND: `tlx-agent validate` at default settings on the example's h200/ bundle into
+# $OUT/validate-EXAMPLE-ROUND; appends one line per run to $OUT/summary.txt (each case's within-worker CVs
+# and the spread of the worker medians, and any failed check).
+run_validate() {
+  local example=$1 round=$2 t0
+  t0=$(date +%s)
+  timeout 120 python3 -m orchestrator.cli validate --kernel "examples/$example/kernel.py" \
+    --harness "examples/$example/harness.py" --cases "examples/$example/h200/cases.json" \
+    --target "examples/$example/h200/target.json" --arch h200 --output-dir "$OUT/validate-$example-$round" \
+    > "$OUT/validate-$example-$round.json" 2> "$OUT/validate-$example-$round.log" || true
+  python3 - "$OUT/validate-$example-$round.json" "$example-$round" "$(( $(date +%s) - t0 ))" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+path, name, wall = sys.argv[1:4]
+try:
+    lock = json.load(open(path))
+except Exception as exc:
+    print(name, "no lock", exc); sys.exit(0)
+if "checks" not in lock:
+    print(name, "ERROR", lock.get("error")); sys.exit(0)
+failed = [c["name"] + ": " + c["message"][:160] for c in lock["checks"] if c["status"] == "failed"]
+rows = ", ".join(f"{r['case_id']} cvs {[round(c, 4) for c in r['cvs']]} spread {r['median_spread']:.4f}"
+                 for r in lock.get("stability", []))
+print(f"validate {name}: passed={lock['passed']} wall_s={wall} {rows}")
+for line in failed:
+    print("   FAILED", line)
+PY
+}
