@@ -127,7 +127,7 @@ def run_fault(tmp_path: Path, name: str, *extra: str, substitutions: dict[str, s
         "--kernel", user.kernel, "--harness", user.harness, "--cases", CASES, "--target", user.target,
         "--output-dir", output_dir, "--provider", "replay", "--replay-dir", replay_dir,
         "--max-candidate-seconds", str(candidate_seconds), "--max-total-seconds", "120",
-        "--no-commit-winner", "--no-profile", "--max-cv", "1.0", "--schedule", "ba", "--skip-validation",
+        "--no-commit-winner", "--no-profile", "--schedule", "ba", "--skip-validation",
         *extra, timeout=timeout)
     return FaultRun(cli=cli, output_dir=output_dir, user=user, user_hashes_before=before,
                     wall_seconds=time.monotonic() - started)

@@ -3,9 +3,9 @@ CPU example bundle (examples/vector_add) copied into a temporary workspace, exit
 document says; the completion step (`tlx-agent report OUT --format text`) then prints every field.
 
 The commands run through bash, exactly as shown, with the skill's variables pointing into the workspace.
-Only what a CPU interpreter needs differs (`CPU_REWRITES`): the replay provider with the example's
-candidates instead of codex, one round, shorter deadlines, and the CV limits the repository's CPU runs
-use (`scripts/demo.sh`, tests/validate/test_examples.py). A run in the background is run in the
+Only what a CPU run needs differs (`CPU_VALUES`): the replay provider with the example's candidates instead
+of codex, one round, shorter deadlines; the CV limits are the CPU interpreter's stated defaults, as in
+`scripts/demo.sh` and tests/validate/test_examples.py. A run in the background is run in the
 foreground (its exit code is also the `exit_code` of the stdout document the skill tells the agent to read).
 """
 
@@ -30,9 +30,8 @@ TLX_AGENT = f"{shlex.quote(sys.executable)} -m orchestrator.cli"
 # subcommand -> (flag, CPU value) set on the command line (replaced when shown, added when not)
 CPU_VALUES = {
     "init-bundle": [("--backend", "cpu")],
-    "validate": [("--max-cv", "5.0")],
     "optimize": [("--provider", f"replay --replay-dir {shlex.quote(str(VECTOR_ADD / 'candidates'))}"),
-                 ("--max-rounds", "1"), ("--max-cv", "1.0"), ("--max-candidate-seconds", "120"),
+                 ("--max-rounds", "1"), ("--max-candidate-seconds", "120"),
                  ("--max-total-seconds", "900")],
 }
 
