@@ -23,6 +23,7 @@ class EvaluationStatus(str, Enum):
     RESOURCE_LIMIT = "resource_limit"
     PROTOCOL_VIOLATION = "protocol_violation"
     SANDBOX_VIOLATION = "sandbox_violation"
+    CHEAT_DETECTED = "cheat_detected"  # the judge caught it doing less, or other, work than it claimed
 
 
 class DecisionStatus(str, Enum):
@@ -76,6 +77,7 @@ class WorkerRecord(StrictModel):
     wall_seconds: float = 0.0
     leftover_processes_killed: int = 0
     pid_namespace: PidNamespace | None = None  # the worker's own PID namespace, when the processes layer is on
+    verdict_process: str | None = None  # "judge" (verdicts outside the candidate's process) or "candidate"
 
 
 class Evaluation(StrictModel):

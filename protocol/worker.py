@@ -112,6 +112,9 @@ class ReadyEvent(StrictModel):
     device: str | None
     setup_seconds: float
     pid_namespace: PidNamespace | None = None  # None when the `processes` layer is not active
+    # "judge": verify and benchmark run in this process and the candidate in a forked one
+    # (sandbox_worker/judged/); "candidate": the harness calls the candidate in this process.
+    verdict_process: Literal["judge", "candidate"] = "candidate"
 
 
 class ReplyEvent(StrictModel):
@@ -132,7 +135,9 @@ class FailureEvent(StrictModel):
     error_type: str = Field(max_length=200)
     message: str = Field(max_length=MAX_TEXT)
     traceback: str = Field(default="", max_length=MAX_TEXT)
-    category: Literal["exception", "resource_limit", "sandbox_violation", "tamper"] = "exception"
+    # "cheat": a judge's check the honest kernel always passes failed; "crashed": the candidate's own
+    # process died while the worker (the judge) lived on.
+    category: Literal["exception", "resource_limit", "sandbox_violation", "tamper", "cheat", "crashed"] = "exception"
 
 
 class FinishedEvent(StrictModel):

@@ -14,6 +14,10 @@ class ChannelClosed(Exception):
     """The orchestrator closed its end; the worker should exit."""
 
 
+class LineTooLong(ChannelClosed, ValueError):
+    """The peer sent more than MAX_LINE_BYTES without a newline (to the judge: the candidate broke protocol)."""
+
+
 class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -40,7 +44,7 @@ class Channel:
                 raise ChannelClosed()
             self._buffer.extend(chunk)
             if len(self._buffer) > MAX_LINE_BYTES:
-                raise ChannelClosed()
+                raise LineTooLong(f"over {MAX_LINE_BYTES} bytes without a newline")
         line, _, rest = bytes(self._buffer).partition(b"\n")
         self._buffer = bytearray(rest)
         message = json.loads(line)

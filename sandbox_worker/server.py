@@ -20,7 +20,7 @@ from typing import Any
 
 from sandbox_worker.attempt_monitor import AttemptMonitor, violation_event
 from sandbox_worker.channel import Channel, ChannelClosed
-from sandbox_worker.failures import failure_event
+from sandbox_worker.failures import clip, failure_event
 from sandbox_worker.harness_contract import (
     REQUIRED_FUNCTIONS,
     HarnessContractError,
@@ -32,6 +32,8 @@ from sandbox_worker.harness_contract import (
 )
 from sandbox_worker.harness_kit import context
 from sandbox_worker.isolation import layers as isolation
+from sandbox_worker.judged.judge import CandidateRaised, CheatDetected, Judge, SandboxAttempts
+from sandbox_worker.judged.process import CandidateDied
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -78,6 +80,7 @@ class Worker:
         self.artifact: Any = None
         self.built = False
         self.monitor: AttemptMonitor | None = None
+        self.judge: Judge | None = None
 
     def serve(self) -> int:
         self.channel.send({"kind": "hello", "protocol_version": PROTOCOL_VERSION, "pid": os.getpid(),
@@ -94,6 +97,8 @@ class Worker:
                 return 0
             kind = command.get("kind")
             if kind == "shutdown":
+                if self.judge is not None:
+                    self.judge.close()
                 self.channel.send({"kind": "finished"})
                 return 0
             handler = getattr(self, f"on_{kind}", None)
@@ -112,9 +117,13 @@ class Worker:
             missing = [name for name in REQUIRED_FUNCTIONS if not callable(getattr(self.harness, name, None))]
             if missing:
                 raise HarnessContractError(f"harness does not define {', '.join(missing)}")
-            if setup["isolation"].get("mode") != "off":
-                # after the harness import: from here on, candidate code may run
-                self.monitor = AttemptMonitor(isolation.writable_dirs(setup["isolation"]))
+            sandboxed = setup["isolation"].get("mode") != "off"
+            writable = isolation.writable_dirs(setup["isolation"]) if sandboxed else None
+            self.judge = _start_judge(self.harness, self.target, self.kernel_path, writable,
+                                      own_pid_namespace=applied.pid_namespace is not None)
+            if self.judge is None and writable is not None:
+                # after the harness import: from here on, candidate code may run in this process
+                self.monitor = AttemptMonitor(writable)
                 self.monitor.install()
         except BaseException as exc:  # noqa: BLE001 - everything becomes a reported failure
             if isinstance(exc, KeyboardInterrupt):
@@ -132,6 +141,7 @@ class Worker:
             "device": _device_name(),
             "setup_seconds": time.perf_counter() - started,
             "pid_namespace": {"inode": namespace.inode, "init_pid": namespace.init_pid} if namespace else None,
+            "verdict_process": "judge" if self.judge is not None else "candidate",
         })
         return True
 
@@ -141,6 +151,15 @@ class Worker:
         started = time.perf_counter()
         try:
             value = call()
+        except CandidateRaised as exc:  # the candidate process's own failure event, for this command
+            value, failure = None, _relayed_failure(command_id, phase, exc.failure)
+        except SandboxAttempts as exc:
+            value, failure = None, violation_event(command_id, phase, exc.attempts)
+        except CheatDetected as exc:
+            value, failure = None, {**failure_event(command_id, phase, exc), "category": "cheat", "traceback": ""}
+        except CandidateDied as exc:
+            value, failure = None, {**failure_event(command_id, phase, exc), "category": "crashed",
+                                    "message": f"the candidate process {exc}", "traceback": ""}
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate is a failure, not an exit
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -159,6 +178,10 @@ class Worker:
                            "seconds": time.perf_counter() - started})
 
     def on_build(self, command: dict[str, Any]) -> None:
+        if self.judge is not None:
+            self._run(command, "build", self.judge.build)
+            return
+
         def call() -> dict[str, Any]:
             source = Path(self.kernel_path).read_text(encoding="utf-8")
             value, artifact = normalize_build(self.harness.build(source, self.target))  # type: ignore[union-attr]
@@ -168,17 +191,54 @@ class Worker:
         self._run(command, "build", call)
 
     def on_verify(self, command: dict[str, Any]) -> None:
+        if self.judge is not None:
+            self._run(command, "verify", lambda: normalize_verify(self.judge.verify(command["case"])))  # type: ignore[union-attr]
+            return
         self._run(command, "verify", lambda: normalize_verify(self.harness.verify(self.artifact, command["case"])))  # type: ignore[union-attr]
 
     def on_benchmark(self, command: dict[str, Any]) -> None:
         repetitions = int(command["repetitions"])
+        if self.judge is not None:
+            self._run(command, "benchmark", lambda: normalize_benchmark(
+                self.judge.benchmark(command["case"], repetitions)))  # type: ignore[union-attr]
+            return
         self._run(command, "benchmark", lambda: normalize_benchmark(
             self.harness.benchmark(self.artifact, command["case"], repetitions)))  # type: ignore[union-attr]
 
     def on_profile(self, command: dict[str, Any]) -> None:
         from sandbox_worker.profiling import run_profile
 
+        if self.judge is not None:
+            self._run(command, "profile", lambda: dict(JUDGED_PROFILE))
+            return
         self._run(command, "profile", lambda: run_profile(self.harness, self.artifact, command["case"], command["request"]))
+
+
+# What a profile request gets in judged mode: the profilers need the candidate's launches in this process.
+JUDGED_PROFILE = {"available": False, "diagnostics": [
+    "judged mode (CPU interpreter): the candidate runs in its own process; Proton and NCU profile GPU targets"]}
+RELAYED_CATEGORIES = ("exception", "resource_limit", "sandbox_violation")
+
+
+def _start_judge(harness: ModuleType, target: dict[str, Any], kernel_path: str, writable: list[str] | None, *,
+                 own_pid_namespace: bool) -> Judge | None:
+    """A judge and its forked candidate process when the harness declares `JUDGE` and the target runs on
+    the CPU (the Triton interpreter); None keeps the harness's own verify/benchmark in this process."""
+    from sandbox_worker.harness_kit.entry_point import JudgedEntry, device_for
+
+    spec = getattr(harness, "JUDGE", None)
+    if not isinstance(spec, JudgedEntry) or device_for(target) != "cpu":
+        return None
+    return Judge.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace)
+
+
+def _relayed_failure(command_id: int, phase: str, failure: dict[str, Any]) -> dict[str, Any]:
+    """The candidate process's failure event, re-addressed to this command; its text is its own."""
+    category = failure.get("category")
+    return {"kind": "failure", "command_id": command_id, "phase": phase,
+            "error_type": str(failure.get("error_type", "Exception"))[:200],
+            "message": clip(str(failure.get("message", ""))), "traceback": clip(str(failure.get("traceback", ""))),
+            "category": category if category in RELAYED_CATEGORIES else "exception"}
 
 
 def main() -> int:

@@ -108,6 +108,10 @@ def _failure_status(event: FailureEvent) -> EvaluationStatus | None:
         return EvaluationStatus.RESOURCE_LIMIT
     if event.category in ("sandbox_violation", "tamper"):
         return EvaluationStatus.SANDBOX_VIOLATION
+    if event.category == "cheat":
+        return EvaluationStatus.CHEAT_DETECTED
+    if event.category == "crashed":
+        return EvaluationStatus.CRASHED
     return None
 
 
@@ -118,6 +122,10 @@ def _failure_reason(where: str, event: FailureEvent) -> str:
         return f"{where}: sandbox violation: {message}"
     if event.category == "resource_limit":
         return f"{where}: resource limit: {message}"
+    if event.category == "cheat":
+        return f"{where}: cheat detected by the {message}"
+    if event.category == "crashed":
+        return f"{message} during {where}"
     return f"{where} raised {event.error_type}: {message}"
 
 
@@ -220,6 +228,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
     evaluation.worker.versions = ready.versions
     evaluation.worker.device = ready.device
     evaluation.worker.pid_namespace = ready.pid_namespace
+    evaluation.worker.verdict_process = ready.verdict_process
 
     session.phase = "build"
     reply = await session.call(BuildCommand, "build")

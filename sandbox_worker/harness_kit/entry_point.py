@@ -10,6 +10,7 @@ and the structured profile.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox_worker.harness_kit import checks, context, timing
@@ -18,6 +19,23 @@ from sandbox_worker.harness_kit.loader import load_kernel_module
 MakeInputs = Callable[[dict[str, Any], str, int], Sequence[Any]]  # (case, device, salt) -> positional inputs
 BENCHMARK_SALT = 101
 PROFILE_SALT = 202
+
+
+@dataclass(frozen=True)
+class JudgedEntry:
+    """What a harness declares as `JUDGE` so that its verdicts are computed outside the candidate's process
+    (sandbox_worker/judged/judge.py): the entry's name, how to draw a case's inputs, the trusted reference,
+    the comparison options of `checks.compare` (plus `allow_input_mutation`) and the case's work figures.
+    On the CPU (the Triton interpreter) the worker then judges the candidate from another process; on a GPU
+    the harness's own `verify`/`benchmark` run as before."""
+
+    entry: str
+    kernel_name: str
+    make_inputs: MakeInputs
+    reference: Callable[..., Any]
+    signature: str = "(...)"
+    compare: dict[str, Any] = field(default_factory=dict)
+    work: Callable[[dict[str, Any]], dict[str, float]] | None = None
 
 
 def device_for(target: dict[str, Any]) -> str:

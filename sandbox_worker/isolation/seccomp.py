@@ -7,7 +7,7 @@ compilers make, and would break on the next driver. Two filters exist:
   AF_INET/AF_INET6 fails with EPERM (AF_UNIX and the protocol socketpair keep working) and io_uring is
   refused, because io_uring can open sockets without passing through seccomp.
 - `escape_filter`: syscalls a kernel candidate has no business making and that help it escape or spy:
-  ptrace, cross-process memory access, mounts, namespaces (unshare, setns, clone with CLONE_NEW*),
+  ptrace, cross-process memory and fd access (pidfd_getfd, kcmp), mounts, namespaces (unshare, setns, clone with CLONE_NEW*),
   BPF, module and kexec loading, the kernel keyring. clone3 gets ENOSYS because its flags live in
   memory a filter cannot read; glibc then falls back to clone, whose flags it can.
 
@@ -47,7 +47,7 @@ AF_INET6 = 10
 CLONE_NAMESPACE_FLAGS = 0x7E020000  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
 
 ESCAPE_SYSCALLS = (
-    "ptrace", "process_vm_readv", "process_vm_writev",
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
     "mount", "umount2", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "mount_setattr",
     "open_by_handle_at", "unshare", "setns", "bpf",
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",

@@ -42,12 +42,18 @@ class UserInputs:
     target: Path
 
     @classmethod
-    def copy_into(cls, directory: Path) -> UserInputs:
+    def copy_into(cls, directory: Path, *, in_process: bool = False) -> UserInputs:
+        """With `in_process`, the harness declares no judged entry, so the candidate runs in the worker
+        process itself (what GPU targets do): the faults aimed at the orchestrator's protocol reach it."""
         directory.mkdir(parents=True, exist_ok=True)
         paths = {}
         for name in ("kernel.py", "harness.py", "target.json"):
             paths[name] = directory / name
             shutil.copyfile(VECTOR_ADD / name, paths[name])
+        if in_process:
+            harness = paths["harness.py"].read_text()
+            assert "\nJUDGE = " in harness
+            paths["harness.py"].write_text(harness.replace("\nJUDGE = ", "\nIN_PROCESS_ONLY = "))
         return cls(kernel=paths["kernel.py"], harness=paths["harness.py"], target=paths["target.json"])
 
     def hashes(self) -> dict[str, str]:
@@ -113,9 +119,9 @@ class FaultRun:
 
 
 def run_fault(tmp_path: Path, name: str, *extra: str, substitutions: dict[str, str] | None = None,
-              candidate_seconds: float = CANDIDATE_SECONDS, timeout: float = 240) -> FaultRun:
+              candidate_seconds: float = CANDIDATE_SECONDS, timeout: float = 240, in_process: bool = False) -> FaultRun:
     """Run the CLI with the one candidate `name` (placeholders substituted) and nothing after it."""
-    user = UserInputs.copy_into(tmp_path / "user")
+    user = UserInputs.copy_into(tmp_path / "user", in_process=in_process)
     substitutions = {"__USER_KERNEL__": str(user.kernel), **(substitutions or {})}
     replay_dir = tmp_path / "replay"
     replay_dir.mkdir()

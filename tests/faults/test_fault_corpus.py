@@ -58,6 +58,7 @@ class Fault:
     reason_parts: tuple[str, ...]
     extra_args: tuple[str, ...] = ()
     hangs: bool = False
+    in_process: bool = False  # aimed at the orchestrator's protocol: needs the candidate in the worker process
 
 
 FAULTS = [
@@ -75,14 +76,14 @@ FAULTS = [
     Fault("exception_in_verify", "incorrect", ("verify raised RuntimeError: fault: exception in verify",)),
     Fault("exception_in_benchmark", "incorrect",
           ("benchmark (case n256) raised RuntimeError: fault: exception in benchmark",)),
-    Fault("forged_reply_on_protocol_fd", "protocol_violation", ("during benchmark", "reply", "for command 2")),
+    Fault("forged_reply_on_protocol_fd", "protocol_violation", ("during benchmark", "reply", "for command 2"), in_process=True),
     Fault("forged_last_reply_on_protocol_fd", "protocol_violation",
-          ("during shutdown", "unexpected reply event while waiting for the finished event")),
+          ("during shutdown", "unexpected reply event while waiting for the finished event"), in_process=True),
     Fault("forged_replies_then_hang", "protocol_violation",
-          ("during benchmark: unsolicited data before shutdown: a finished event",)),
-    Fault("nested_json_on_protocol_fd", "protocol_violation", ("during build: invalid JSON", "recursion")),
-    Fault("garbage_on_protocol_fd", "protocol_violation", ("during build", "invalid JSON")),
-    Fault("endless_line_on_protocol_fd", "protocol_violation", ("during build", "without a newline")),
+          ("during benchmark: unsolicited data before shutdown: a finished event",), in_process=True),
+    Fault("nested_json_on_protocol_fd", "protocol_violation", ("during build: invalid JSON", "recursion"), in_process=True),
+    Fault("garbage_on_protocol_fd", "protocol_violation", ("during build", "invalid JSON"), in_process=True),
+    Fault("endless_line_on_protocol_fd", "protocol_violation", ("during build", "without a newline"), in_process=True),
     Fault("memory_hog", "resource_limit", ("verify (case n256): resource limit: memory (RLIMIT_DATA 1.00 GiB) exhausted: MemoryError",),
           extra_args=("--data-limit-gib", "1")),
     Fault("write_bundle_copy", "sandbox_violation", ("build: sandbox violation", "/out/bundle/harness.py")),
@@ -95,7 +96,7 @@ FAULTS = [
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 def test_fault_ends_in_its_status_and_the_run_survives(tmp_path, fault):
     seconds = HANG_CANDIDATE_SECONDS if fault.hangs else 30.0
-    run = run_fault(tmp_path, fault.name, *fault.extra_args, candidate_seconds=seconds)
+    run = run_fault(tmp_path, fault.name, *fault.extra_args, candidate_seconds=seconds, in_process=fault.in_process)
     assert_contained(run, fault.status, *fault.reason_parts)
     if fault.hangs:
         assert run.candidate_evaluation()["worker"]["wall_seconds"] < seconds + KILL_ALLOWANCE_SECONDS
@@ -212,3 +213,17 @@ def test_modified_bundle_copy_stops_the_run_naming_the_file(tmp_path):
     assert run.frozen_bundle_changes() == ["harness.py"]
     assert run.user.hashes() == run.user_hashes_before  # the user's own harness is untouched
     assert leftovers_after(run) == []
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("name", "where"), [
+    ("forged_reply_on_protocol_fd", "verify (case n256)"),
+    ("garbage_on_protocol_fd", "build"),
+    ("nested_json_on_protocol_fd", "build"),
+    ("endless_line_on_protocol_fd", "build"),
+])
+def test_protocol_faults_in_judged_mode_only_reach_the_judge(tmp_path, name, where):
+    """With the judge, the only socket the candidate holds is its channel to the judge: whatever it writes
+    there is a broken call protocol, reported as a cheat; the orchestrator's protocol is out of its reach."""
+    run = run_fault(tmp_path, name)
+    assert_contained(run, "cheat_detected", f"{where}: cheat detected by the candidate process's channel")

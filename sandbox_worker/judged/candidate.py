@@ -1,0 +1,161 @@
+"""The candidate process's loop: import the kernel, then call its entry on slots of shared memory.
+
+Forked by the judge (`judge.py`) after the isolation layers are applied; every layer is inherited. This
+process holds no seed, no reference and no clock: it learns a call's inputs only when the judge has
+written them and sent `call`, and the judge keeps it stopped (SIGSTOP) outside its calls. Whatever it
+reports about its outputs (shape, dtype, layout) is checked against the values the judge reads itself;
+it can lie here only to fail. Messages (JSON lines over its own socket):
+
+    judge -> {"kind": "build", "kernel_path", "entry"}       <- {"kind": "built", "success", "diagnostics"}
+    judge -> {"kind": "layout", "layout", "slots"}           <- {"kind": "mapped"}
+    judge -> {"kind": "call", "slot", "nonce"}               <- {"kind": "called", "nonce", "outputs"}
+                                                             or {"kind": "raised", "nonce", "failure"}
+Any reply also carries `attempts`: what the sandbox refused since the last reply (attempt_monitor).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sandbox_worker.attempt_monitor import AttemptMonitor
+from sandbox_worker.channel import Channel, ChannelClosed
+from sandbox_worker.failures import failure_event
+from sandbox_worker.judged.slots import SlotLayout, map_shared, views
+
+
+class CandidateLoop:
+    def __init__(self, channel: Channel, memfd: int, monitor: AttemptMonitor | None) -> None:
+        self.channel = channel
+        self.memfd = memfd
+        self.monitor = monitor
+        self.entry: Any = None
+        self.layout: SlotLayout | None = None
+        self.slot_views: list[tuple[list[Any], list[Any]]] = []
+        self.buffer: Any = None
+
+    def serve(self) -> int:
+        while True:
+            try:
+                message = self.channel.receive()
+            except (ChannelClosed, ValueError):
+                return 0
+            kind = message.get("kind")
+            if kind == "exit":
+                return 0
+            handler = getattr(self, f"on_{kind}", None)
+            if handler is None:
+                return 3
+            try:
+                reply = handler(message)
+            except BaseException as exc:  # noqa: BLE001 - candidate code raising anywhere is its failure
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                reply = {"kind": "raised", "nonce": message.get("nonce"), "failure": failure_event(None, "build", exc)}
+            reply["attempts"] = self.monitor.new_attempts() if self.monitor is not None else []
+            self.channel.send(reply)
+
+    def on_build(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Import-time errors are build diagnostics; an error finding the entry is raised (as in harness build)."""
+        from sandbox_worker.harness_kit.loader import load_kernel_module
+
+        try:
+            module = load_kernel_module(Path(message["kernel_path"]).read_text(encoding="utf-8"))
+        except BaseException as exc:  # noqa: BLE001 - import-time errors are build diagnostics
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return {"kind": "built", "success": False, "diagnostics": f"{type(exc).__name__}: {exc}"}
+        entry = getattr(module, str(message["entry"]), None)
+        if not callable(entry):
+            return {"kind": "built", "success": False,
+                    "diagnostics": f"kernel does not export {message['entry']}{message.get('signature', '(...)')}"}
+        self.entry = entry
+        return {"kind": "built", "success": True, "diagnostics": ""}
+
+    def on_layout(self, message: dict[str, Any]) -> dict[str, Any]:
+        layout = SlotLayout.from_json(message["layout"])
+        slots = int(message["slots"])
+        self.buffer = map_shared(self.memfd, layout.total_bytes * slots)
+        self.layout = layout
+        self.slot_views = []
+        for slot in range(slots):
+            shift = slot * layout.total_bytes
+            inputs = views(self.buffer, tuple(_shifted(s, shift) for s in layout.inputs))
+            outputs = views(self.buffer, tuple(_shifted(s, shift) for s in layout.outputs))
+            self.slot_views.append((inputs, outputs))
+        return {"kind": "mapped"}
+
+    def on_call(self, message: dict[str, Any]) -> dict[str, Any]:
+        nonce = message["nonce"]
+        if self.layout is None or self.entry is None:
+            return {"kind": "raised", "nonce": nonce,
+                    "failure": failure_event(None, "verify", RuntimeError("call before build and layout"))}
+        inputs, outputs = self.slot_views[int(message["slot"])]
+        arguments = [inputs[a["tensor"]] if "tensor" in a else a.get("value") for a in self.layout.arguments]
+        try:
+            returned = self.entry(*arguments)
+            described = _store(returned, outputs, inputs)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate is a failure, not an exit
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return {"kind": "raised", "nonce": nonce, "failure": failure_event(None, "verify", exc)}
+        return {"kind": "called", "nonce": nonce, "outputs": described}
+
+
+def _shifted(spec: Any, shift: int) -> Any:
+    from dataclasses import replace
+
+    return replace(spec, offset=spec.offset + shift)
+
+
+def _store(returned: Any, outputs: list[Any], inputs: list[Any]) -> list[dict[str, Any]]:
+    """Copy the entry's outputs into the slot; describe what was returned (the judge decides on it)."""
+    import torch
+
+    values = tuple(returned) if isinstance(returned, (tuple, list)) else (returned,)
+    described: list[dict[str, Any]] = []
+    for index, value in enumerate(values):
+        if not isinstance(value, torch.Tensor):
+            described.append({"type": type(value).__name__})
+            continue
+        facts = {"type": "Tensor" if type(value) is torch.Tensor else type(value).__name__,
+                 "shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."),
+                 "device": str(value.device), "contiguous": bool(value.is_contiguous()),
+                 "aliases_input": any(_overlaps(value, tensor) for tensor in inputs)}
+        described.append(facts)
+        if index < len(outputs) and tuple(value.shape) == tuple(outputs[index].shape) \
+                and value.dtype == outputs[index].dtype:
+            outputs[index].copy_(value.detach().to("cpu"))
+    return described
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    """Whether the bytes `a` spans overlap the bytes `b` spans (views of one buffer may not)."""
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    a_start, a_end = _extent(a)
+    b_start, b_end = _extent(b)
+    return a_start < b_end and b_start < a_end
+
+
+def _extent(tensor: Any) -> tuple[int, int]:
+    span = sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+    start = tensor.data_ptr() - sum((size - 1) * abs(stride) for size, stride in
+                                    zip(tensor.shape, tensor.stride(), strict=True) if stride < 0) * tensor.element_size()
+    return start, start + (span + 1) * tensor.element_size()
+
+
+def run(sock_fd: int, memfd: int, writable_dirs: list[str] | None) -> None:
+    """The forked child's whole life; never returns (os._exit), so it never runs the judge's code."""
+    import socket
+
+    code = 3
+    try:
+        monitor = None
+        if writable_dirs is not None:
+            monitor = AttemptMonitor(writable_dirs)
+            monitor.install()
+        code = CandidateLoop(Channel(socket.socket(fileno=sock_fd)), memfd, monitor).serve()
+    finally:
+        os._exit(code)

@@ -1,0 +1,233 @@
+"""The judge: verify and time a candidate that runs in another process, on inputs it never sees early.
+
+For every call, verify, warm-up or timed alike, the judge draws fresh inputs from the command's seed (never
+sent to the candidate) and a salt of its own, writes them into a slot of the shared memory, computes the
+reference on private copies and poisons the outputs while the candidate is stopped; then it resumes the
+candidate, sends `call`, takes the reply, stops it again, and checks what the slot now holds: the output
+values against the reference (`comparison.compare`), the inputs against its private copies, and what the
+candidate says it returned. The clock is the judge's; a sample is the time from resuming the candidate
+to its reply. Every timed call is checked, so a call that skipped or deferred its work fails, and a
+failure after verification passed is reported as a cheat (`CheatDetected`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sandbox_worker.harness_kit import checks
+from sandbox_worker.harness_kit.sampling import SamplingLimits, collect, warm_up
+from sandbox_worker.judged.process import CandidateBrokeProtocol, CandidateProcess
+from sandbox_worker.judged.slots import SlotLayout, map_shared, plan_layout, views
+
+SLOTS = 2  # calls alternate between two slots, so an address-keyed cache sees two addresses, both refilled
+CACHE_POLICY_JUDGED = "judged_cpu_round_trip"
+VERIFY_SALTS = (0, 1)
+BENCHMARK_SALT_BASE = 1_000
+WARMUP_SECONDS = 0.025
+TARGET_RSE = 0.005
+MAX_SAMPLES = 10_000
+
+
+class CheatDetected(Exception):
+    """A check the honest kernel always passes failed after verification passed; names the check."""
+
+    def __init__(self, check: str, detail: str) -> None:
+        super().__init__(f"{check}: {detail}")
+        self.check = check
+
+
+class CandidateRaised(Exception):
+    """The candidate's call raised; `failure` is the failure event its process built."""
+
+    def __init__(self, failure: dict[str, Any]) -> None:
+        super().__init__(str(failure.get("message", "")))
+        self.failure = failure
+
+
+class SandboxAttempts(Exception):
+    """The candidate process attempted what the sandbox refused (its attempt monitor's report)."""
+
+    def __init__(self, attempts: list[str]) -> None:
+        super().__init__("; ".join(attempts))
+        self.attempts = attempts
+
+
+@dataclass
+class PreparedCall:
+    slot: int
+    arguments: tuple[Any, ...]  # the judge's private inputs
+    expected: tuple[Any, ...]
+
+
+@dataclass
+class Judge:
+    spec: Any  # harness_kit.entry_point.JudgedEntry
+    target: dict[str, Any]
+    kernel_path: str
+    process: CandidateProcess
+    layout: SlotLayout | None = None
+    slot_views: list[tuple[list[Any], list[Any]]] = field(default_factory=list)
+    next_slot: int = 0
+    buffer: Any = None
+
+    @classmethod
+    def start(cls, spec: Any, target: dict[str, Any], kernel_path: str, *, writable_dirs: list[str] | None,
+              own_pid_namespace: bool) -> Judge:
+        return cls(spec=spec, target=target, kernel_path=kernel_path,
+                   process=CandidateProcess.fork(writable_dirs, own_pid_namespace))
+
+    def close(self) -> None:
+        self.process.close()
+
+    # ---- the harness contract ------------------------------------------------------------------------
+
+    def build(self) -> dict[str, Any]:
+        reply = self._request({"kind": "build", "kernel_path": self.kernel_path, "entry": self.spec.entry,
+                               "signature": self.spec.signature}, ("built", "raised"))[0]
+        if reply["kind"] == "raised":
+            raise CandidateRaised(reply["failure"] if isinstance(reply.get("failure"), dict) else {})
+        return {"success": reply.get("success") is True, "diagnostics": str(reply.get("diagnostics", ""))[:20_000]}
+
+    def verify(self, case: dict[str, Any]) -> dict[str, Any]:
+        """Two trials on fresh inputs in the same slots; the outputs must follow the inputs."""
+        trials = []
+        for salt in VERIFY_SALTS:
+            prepared = self._prepare(case, salt)
+            verdict = self._check(prepared, self._call(prepared)[0])
+            if not verdict["passed"]:
+                return verdict
+            trials.append((prepared.expected, self._read_outputs(prepared.slot), verdict))
+        verdicts = [trial[2] for trial in trials]
+        if checks.outputs_equal(trials[0][0], trials[1][0]):
+            verdicts.append(checks.verdict(
+                False, "reference output does not depend on input: the case cannot detect memoized outputs"))
+        elif checks.outputs_equal(trials[0][1], trials[1][1]):
+            verdicts.append(checks.verdict(False, "output does not depend on input: identical outputs for two "
+                                                  "different inputs"))
+        return checks.merge_verdicts(verdicts)
+
+    def benchmark(self, case: dict[str, Any], repetitions: int) -> dict[str, Any]:
+        budget = float(case["parameters"].get("budget_seconds", 2.0))
+        limits = SamplingLimits(min_samples=repetitions, max_samples=max(MAX_SAMPLES, repetitions),
+                                target_rse=TARGET_RSE, budget_seconds=budget, warmup_seconds=WARMUP_SECONDS)
+        counter = {"calls": 0}
+
+        def take_sample() -> tuple[float, Any]:
+            counter["calls"] += 1
+            prepared = self._prepare(case, BENCHMARK_SALT_BASE + counter["calls"])
+            reply, elapsed_ns = self._call(prepared)
+            verdict = self._check(prepared, reply)
+            if not verdict["passed"]:
+                raise CheatDetected("judge's check of every timed call",
+                                    f"call {counter['calls']} (after verify passed): {verdict['diagnostics']}")
+            return max(elapsed_ns, 1) / 1000.0, None
+
+        warmup = warm_up(take_sample, warmup_seconds=limits.warmup_seconds, min_calls=1,
+                         max_calls=limits.max_samples)
+        samples, _, reason, stats = collect(take_sample, limits)
+        metrics: dict[str, Any] = {"rse": stats.rse, "mode": "judged_cpu", "flush_bytes": None,
+                                   "stopped_by": reason, "checked_calls": counter["calls"]}
+        if self.spec.work is not None:
+            metrics.update(self.spec.work(case))
+        return {"samples_us": samples, "warmup_count": len(warmup), "cache_policy": CACHE_POLICY_JUDGED,
+                "metrics": metrics}
+
+    # ---- one call -----------------------------------------------------------------------------------
+
+    def _prepare(self, case: dict[str, Any], salt: int) -> PreparedCall:
+        """Fresh inputs in the next slot, the reference on private copies, poisoned outputs."""
+        arguments = tuple(self.spec.make_inputs(case, "cpu", salt))
+        expected = self.spec.reference(*checks.clone_args(arguments))
+        expected = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
+        layout = plan_layout(arguments, expected)
+        if layout != self.layout:
+            self._map(layout)
+        slot = self.next_slot
+        self.next_slot = (slot + 1) % SLOTS
+        inputs, outputs = self.slot_views[slot]
+        for view, argument in zip(inputs, (a for a in arguments if _is_tensor(a)), strict=True):
+            view.copy_(argument)
+        checks.poison_(outputs)
+        return PreparedCall(slot=slot, arguments=arguments, expected=expected)
+
+    def _map(self, layout: SlotLayout) -> None:
+        size = layout.total_bytes * SLOTS
+        if os.fstat(self.process.memfd).st_size < size:
+            os.ftruncate(self.process.memfd, size)
+        self.buffer = map_shared(self.process.memfd, size)
+        self.slot_views = []
+        for slot in range(SLOTS):
+            shift = slot * layout.total_bytes
+            self.slot_views.append((views(self.buffer, tuple(replace(s, offset=s.offset + shift) for s in layout.inputs)),
+                                    views(self.buffer, tuple(replace(s, offset=s.offset + shift) for s in layout.outputs))))
+        self._request({"kind": "layout", "layout": layout.to_json(), "slots": SLOTS}, ("mapped",))
+        self.layout = layout
+
+    def _call(self, prepared: PreparedCall) -> tuple[dict[str, Any], int]:
+        reply, elapsed = self._request({"kind": "call", "slot": prepared.slot}, ("called", "raised"))
+        if reply["kind"] == "raised":
+            failure = reply.get("failure")
+            raise CandidateRaised(failure if isinstance(failure, dict) else {"message": "raised"})
+        return reply, elapsed
+
+    def _request(self, message: dict[str, Any], expected: tuple[str, ...]) -> tuple[dict[str, Any], int]:
+        try:
+            reply, elapsed = self.process.request(message, expected)
+        except CandidateBrokeProtocol as exc:
+            raise CheatDetected("candidate process's channel", str(exc)) from None
+        attempts = reply.get("attempts")
+        if isinstance(attempts, list) and attempts:
+            raise SandboxAttempts([str(a)[:500] for a in attempts[:20]])
+        return reply, elapsed
+
+    def _read_outputs(self, slot: int) -> tuple[Any, ...]:
+        return tuple(view.clone() for view in self.slot_views[slot][1])
+
+    def _check(self, prepared: PreparedCall, reply: dict[str, Any]) -> dict[str, Any]:
+        """Verdict on the slot after the call: what was returned, the values, the inputs."""
+        described = reply.get("outputs")
+        problem = _returned_problem(described, prepared.expected, self.spec.compare)
+        if problem is not None:
+            return checks.verdict(False, problem)
+        actual = self._read_outputs(prepared.slot)
+        options = {k: v for k, v in self.spec.compare.items() if k != "allow_input_mutation"}
+        result = checks.compare(actual[0] if len(actual) == 1 else actual,
+                                prepared.expected[0] if len(prepared.expected) == 1 else prepared.expected,
+                                inputs=prepared.arguments, **options)
+        if self.spec.compare.get("allow_input_mutation"):
+            return result
+        inputs = self.slot_views[prepared.slot][0]
+        private = tuple(a for a in prepared.arguments if _is_tensor(a))
+        return checks.merge_verdicts([result, checks.inputs_unchanged(inputs, private)])
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _returned_problem(described: Any, expected: tuple[Any, ...], compare: dict[str, Any]) -> str | None:
+    """What is wrong with what the candidate says it returned, or None. Values are read from the slot."""
+    if not isinstance(described, list) or len(described) != len(expected):
+        count = len(described) if isinstance(described, list) else "?"
+        return f"returned {count} output(s), expected {len(expected)}"
+    for index, (facts, reference) in enumerate(zip(described, expected, strict=True)):
+        where = f"output {index}" if len(expected) > 1 else "output"
+        if not isinstance(facts, dict) or facts.get("type") != "Tensor":
+            kind = facts.get("type") if isinstance(facts, dict) else "?"
+            return f"{where} must be exactly torch.Tensor, got {str(kind)[:80]}"
+        if list(facts.get("shape", [])) != list(reference.shape):
+            return f"{where} has shape {facts.get('shape')}, expected {list(reference.shape)}"
+        if facts.get("dtype") != str(reference.dtype).removeprefix("torch."):
+            return f"{where} has dtype {facts.get('dtype')}, expected {str(reference.dtype).removeprefix('torch.')}"
+        if str(facts.get("device", "")).split(":")[0] != "cpu":
+            return f"{where} is on {facts.get('device')}, expected cpu"
+        if facts.get("aliases_input"):
+            return f"{where} shares memory with an input"
+        if compare.get("require_contiguous") and not facts.get("contiguous"):
+            return f"{where} is not contiguous"
+    return None
+

@@ -1,0 +1,134 @@
+"""Tensors in shared memory: where each input and output of a call lives in the memfd both processes map.
+
+The judge lays out one slot per call (inputs first, then outputs, each 64-byte aligned), writes fresh
+inputs into it, and reads the outputs back; the candidate process views the same bytes as tensors. Only
+dtype names, shapes and byte offsets cross the process boundary, never pointers. Standard library at
+module level; torch inside the functions.
+"""
+
+from __future__ import annotations
+
+import mmap
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ALIGN = 64
+# Dtypes a slot may hold: the names are what crosses the process boundary, so they are a closed list.
+DTYPE_NAMES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One contiguous tensor in a slot: `offset` bytes into the shared buffer."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+
+    @property
+    def nbytes(self) -> int:
+        count = 1
+        for size in self.shape:
+            count *= size
+        return count * element_size(self.dtype)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> TensorSpec:
+        dtype = str(value["dtype"])
+        if dtype not in DTYPE_NAMES:
+            raise ValueError(f"unsupported dtype {dtype!r} in a slot layout")
+        shape = tuple(int(size) for size in value["shape"])
+        offset = int(value["offset"])
+        if offset < 0 or any(size < 0 for size in shape):
+            raise ValueError("negative offset or size in a slot layout")
+        return cls(dtype=dtype, shape=shape, offset=offset)
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    """Where a call's tensors live. `arguments` holds, per positional argument, either the index of its
+    tensor in `inputs` or a plain JSON value (`{"value": ...}`)."""
+
+    arguments: tuple[dict[str, Any], ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    total_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"arguments": list(self.arguments), "inputs": [s.to_json() for s in self.inputs],
+                "outputs": [s.to_json() for s in self.outputs], "total_bytes": self.total_bytes}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> SlotLayout:
+        inputs = tuple(TensorSpec.from_json(v) for v in value["inputs"])
+        outputs = tuple(TensorSpec.from_json(v) for v in value["outputs"])
+        total = int(value["total_bytes"])
+        if any(spec.offset + spec.nbytes > total for spec in (*inputs, *outputs)):
+            raise ValueError("a tensor in the slot layout lies outside the shared buffer")
+        arguments = tuple(dict(a) for a in value["arguments"])
+        for argument in arguments:
+            if "tensor" in argument and not 0 <= int(argument["tensor"]) < len(inputs):
+                raise ValueError("an argument names a tensor the layout does not have")
+        return cls(arguments=arguments, inputs=inputs, outputs=outputs, total_bytes=total)
+
+
+def element_size(dtype: str) -> int:
+    return {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2}.get(dtype, 1)
+
+
+def dtype_name(dtype: Any) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if name not in DTYPE_NAMES:
+        raise TypeError(f"judged mode cannot share tensors of dtype {name}")
+    return name
+
+
+def plan_layout(arguments: tuple[Any, ...], outputs: tuple[Any, ...]) -> SlotLayout:
+    """The layout for a call with these arguments (tensors and plain values) and reference outputs."""
+    import torch
+
+    offset = 0
+    specs: list[TensorSpec] = []
+    described: list[dict[str, Any]] = []
+
+    def place(tensor: Any) -> TensorSpec:
+        nonlocal offset
+        spec = TensorSpec(dtype=dtype_name(tensor.dtype), shape=tuple(tensor.shape), offset=offset)
+        offset += -(-spec.nbytes // ALIGN) * ALIGN if spec.nbytes else ALIGN
+        return spec
+
+    for argument in arguments:
+        if isinstance(argument, torch.Tensor):
+            specs.append(place(argument))
+            described.append({"tensor": len(specs) - 1})
+        elif argument is None or isinstance(argument, (bool, int, float, str)):
+            described.append({"value": argument})
+        else:
+            raise TypeError(f"judged mode passes tensors and plain values, not {type(argument).__name__}")
+    output_specs = []
+    for output in outputs:
+        if not isinstance(output, torch.Tensor):
+            raise TypeError(f"the reference must return tensors, got {type(output).__name__}")
+        output_specs.append(place(output))
+    return SlotLayout(arguments=tuple(described), inputs=tuple(specs), outputs=tuple(output_specs),
+                      total_bytes=max(offset, ALIGN))
+
+
+def map_shared(fd: int, size: int) -> mmap.mmap:
+    return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def views(buffer: mmap.mmap, specs: tuple[TensorSpec, ...]) -> list[Any]:
+    """Tensors over `buffer` for `specs` (writes through them land in the shared memory)."""
+    import torch
+
+    base = torch.frombuffer(buffer, dtype=torch.uint8)
+    tensors = []
+    for spec in specs:
+        dtype = getattr(torch, spec.dtype)
+        raw = base.narrow(0, spec.offset, spec.nbytes)
+        tensors.append(raw.view(dtype).view(spec.shape) if spec.nbytes else torch.empty(spec.shape, dtype=dtype))
+    return tensors
