@@ -98,17 +98,19 @@ def scaling_words(factor: float, noun: str) -> str:
     return f"{'divides' if shrink else 'multiplies'} {noun} by {amount}"
 
 
-def programs_phrase(name: str, kind: str, old: int, new: int, uses: int | None) -> str:
+def programs_phrase(name: str, kind: str, old: float, new: float, uses: int | None, largest: str = "") -> str:
     """What moving a knob from `old` to `new` does to the number of programs, or "" when nothing is known.
 
     Only block and tile sizes divide the grid; a name the grid mentions `uses` times scales the program
     count by (old / new) ** uses on problems much larger than the block. Other kinds, or sizes the grid does
-    not mention, leave it unchanged."""
+    not mention, leave it unchanged. `largest` names the larger size in words when the values are not sizes
+    (a scaled expression's factors)."""
     if uses is None:
         return ""
     if uses and kind in ("block", "tile"):
         # cdiv(n, size) scales by old / new only where n spans many blocks: at n = 4096, 4096 -> 8192 keeps 1
-        return f"{scaling_words((old / new) ** uses, 'the number of programs')} on sizes much larger than {max(old, new)}"
+        larger = largest or str(int(max(old, new)))
+        return f"{scaling_words((old / new) ** uses, 'the number of programs')} on sizes much larger than {larger}"
     if uses:
         return ""  # a warps, stages or group knob inside a grid expression: no known arithmetic
     if kind in ("block", "tile"):

@@ -1,32 +1,27 @@
-"""The tuner's knobs: tunable integer literals found in the kernel's AST, and edits of just their spans.
+"""The tuner's knobs: tunable integer literals found in the kernel's AST, and the knob sites beyond them.
 
 Block sizes, tile sizes, `num_warps`, `num_stages`, grouping constants and `triton.Config` entries; each
 knob has a legal domain per kind, and an edit replaces only the literal's bytes, so a patch is a one-line
-diff per knob.
+diff per knob. `tunable_knobs` adds what `discovery` finds where real code keeps its configuration (wrapper
+assignments, launch expressions, `triton.heuristics`), narrows every domain by the constraints the code
+states, and drops what those constraints pin; `apply_knob` edits those sites through `edits` (libcst).
 """
 
 from __future__ import annotations
 
 import ast
-import re
+import functools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from orchestrator.providers.tune.discovery import KnobSite, discover
+from orchestrator.providers.tune.domains import DOMAINS, SCALE_EXPONENTS, TILE_NAME, literal_kind
+from orchestrator.providers.tune.edits import scale_violations, set_literal, set_scaled, violations
+from orchestrator.providers.tune.forms import ADDITIVE_KINDS, scaled_code
 from orchestrator.providers.tune.grid import grid_uses
+from orchestrator.providers.tune.sites import SITE_WORDS
 
 UP, DOWN = 1, -1
-
-# Legal values per knob kind: powers of two with sensible bounds, stages step by one.
-DOMAINS: dict[str, tuple[int, ...]] = {
-    "block": tuple(2**exponent for exponent in range(4, 14)),  # 16 .. 8192 (1-D programs)
-    "tile": tuple(2**exponent for exponent in range(4, 9)),  # 16 .. 256 (matmul tiles)
-    "warps": (1, 2, 4, 8, 16),
-    "stages": (1, 2, 3, 4, 5, 6),
-    "group": tuple(2**exponent for exponent in range(0, 7)),  # 1 .. 64
-}
-_TUNABLE_WORDS = ("BLOCK", "TILE", "WARPS", "STAGES", "GROUP")
-_TILE_NAME = re.compile(r"(?:BLOCK|TILE)(?:_SIZE)?_[MNK]$")
-
 
 @dataclass(frozen=True)
 class Knob:
@@ -41,10 +36,48 @@ class Knob:
     col: int
     end_col: int
     grid_uses: int | None = None  # times the launch grid mentions the name; None: the file launches no kernel
+    site_key: str = ""  # the discovery's key of a knob beyond `find_knobs`, edited with libcst
+    expression: str = ""  # an expression knob: `value` is then the scaling step applied to it (0: as written)
+    allowed: tuple[int, ...] | None = None  # the kind's domain narrowed by the constraints in the code
+    scope: str = ""  # the wrapper or kernel it sits in
 
     @property
     def domain(self) -> tuple[int, ...]:
-        return DOMAINS[self.kind]
+        if self.allowed is not None:
+            return self.allowed
+        return SCALE_EXPONENTS if self.expression else DOMAINS[self.kind]
+
+    @property
+    def where(self) -> str:
+        origin = SITE_WORDS.get(self.origin, self.origin) if self.site_key else self.origin
+        return f"{origin}{f' in {self.scope}' if self.scope else ''} at line {self.line}"
+
+    def written(self, limit: int = 60) -> str:
+        """The expression of an expression knob on one line, shortened to `limit` characters."""
+        text = " ".join(self.expression.split())
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+    def show(self, value: int) -> str:
+        """A value in a proposal's text: the literal, or the expression with its step (`E`, `E x2`, `E /2`)."""
+        if not self.expression:
+            return str(value)
+        return self.written() if value == 0 else f"{self.written()} {self.short(value)}"
+
+    def code(self, value: int) -> str:
+        """A value as the source will read: the literal, or the expression scaled by that step."""
+        return scaled_code(self.expression, self.kind, value) if self.expression else str(value)
+
+    def short(self, value: int) -> str:
+        """A value in a few characters: the literal, or the step (`x1` as written, `x2`, `/2`, `+1`)."""
+        if not self.expression:
+            return str(value)
+        if self.kind in ADDITIVE_KINDS:
+            return f"{value:+d}"
+        return f"x{2 ** value}" if value >= 0 else f"/{2 ** -value}"
+
+    def magnitude(self, value: int) -> float:
+        """How a value compares to another in size: the literal, or 2**step."""
+        return float(2**value) if self.expression and self.kind not in ADDITIVE_KINDS else float(value)
 
 
 def _int_literal(node: ast.AST | None) -> int | None:
@@ -53,25 +86,12 @@ def _int_literal(node: ast.AST | None) -> int | None:
     return None
 
 
-def _knob_kind(name: str, matmul: bool) -> str | None:
-    upper = name.upper()
-    if upper == "NUM_WARPS" or "WARPS" in upper:
-        return "warps"
-    if upper == "NUM_STAGES" or "STAGES" in upper:
-        return "stages"
-    if not name.isupper() or upper.startswith("NUM_") or not any(word in upper for word in _TUNABLE_WORDS):
-        return None
-    if "GROUP" in upper:
-        return "group"
-    return "tile" if matmul or _TILE_NAME.search(upper) else "block"
-
-
 def _looks_like_matmul(tree: ast.Module) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "dot":
             return True
         name = node.id if isinstance(node, ast.Name) else node.arg if isinstance(node, ast.keyword) else None
-        if name and _TILE_NAME.search(name):
+        if name and TILE_NAME.search(name):
             return True
     return False
 
@@ -125,7 +145,7 @@ def find_knobs(source: str) -> list[Knob]:
     knobs: list[Knob] = []
     ordinals: dict[tuple[str, str], int] = {}
     for origin, name, literal in found:
-        kind = _knob_kind(name, matmul)
+        kind = literal_kind(name, matmul)
         if kind is None:
             continue
         ordinal = ordinals.get((origin, name), 0)
@@ -146,65 +166,11 @@ def find_knobs(source: str) -> list[Knob]:
     return knobs
 
 
-LOOKED_FOR = ("module-level upper-case integer constants named with BLOCK, TILE, GROUP, WARPS or STAGES and used in "
-              "the file, integer literals given as num_warps=/num_stages= or as upper-case keywords of a "
-              "kernel[grid](...) launch, and triton.Config entries")
-
-
-def _module_int_constants(tree: ast.Module) -> dict[str, int]:
-    """Module-level `NAME = <int>` assignments: name -> line."""
-    constants: dict[str, int] = {}
-    for statement in tree.body:
-        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
-                and _int_literal(statement.value) is not None):
-            constants[statement.targets[0].id] = statement.lineno
-    return constants
-
-
-def _launch_edits(launch: ast.Call, constants: dict[str, int], renamed: set[str]) -> list[str]:
-    """The edits that would turn one launch's parameters into knobs (`renamed`: constants already advised)."""
-    kernel = ast.unparse(launch.func.value)  # type: ignore[attr-defined]
-    edits = []
-    for keyword in launch.keywords:
-        if keyword.arg is None or _int_literal(keyword.value) is not None:
-            continue
-        value = ast.unparse(keyword.value)
-        if value in renamed:
-            continue
-        if isinstance(keyword.value, ast.Name) and keyword.value.id in constants:
-            edits.append(f"rename the constant {value} (line {constants[value]}) passed as {keyword.arg}= to a name "
-                         f"with BLOCK, TILE, GROUP, WARPS or STAGES in it")
-        elif keyword.arg.isupper() or keyword.arg in ("num_warps", "num_stages"):
-            edits.append(f"pass {keyword.arg}= a literal or a module-level constant instead of {value} in the "
-                         f"launch of {kernel} at line {launch.lineno}")
-    if not any(keyword.arg == "num_warps" for keyword in launch.keywords):
-        edits.append(f"add num_warps=4 (Triton's default, so nothing changes) to the launch of {kernel} at line "
-                     f"{launch.lineno}")
-    return edits
-
-
-def missing_knobs_advice(source: str) -> str:
-    """Why a source has no knob: what `find_knobs` looks for, and the smallest edits that would expose one."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        return f"the source does not parse ({exc.msg}, line {exc.lineno}), so it has no knob the tuner can read"
-    constants = _module_int_constants(tree)
-    loaded = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
-    renamed = {name for name in constants
-               if name in loaded and not name.isupper() and _knob_kind(name.upper(), False) is not None}
-    edits = [f"rename {name} (line {constants[name]}) to {name.upper()}" for name in sorted(renamed)]
-    launches = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)]
-    for launch in launches:
-        edits += _launch_edits(launch, constants, renamed)
-    if not launches:
-        edits.append("launch the kernel from this file as kernel[grid](..., BLOCK_SIZE=BLOCK_SIZE, num_warps=4) with "
-                     "a module-level BLOCK_SIZE = <int> constant")
-    return f"it looks for {LOOKED_FOR}; to expose one, {'; or '.join(edits[:3])}"
-
-
 def apply_knob(source: str, knob: Knob, value: int) -> str:
-    """Replace just the literal's span (AST columns are UTF-8 byte offsets), leaving every other byte alone."""
+    """Replace just the literal's span (AST columns are UTF-8 byte offsets), leaving every other byte alone; a
+    knob beyond the literals is edited through its site (a literal, or its expression scaled)."""
+    if knob.site_key:
+        return set_scaled(source, knob.site_key, value) if knob.expression else set_literal(source, knob.site_key, value)
     lines = source.splitlines(keepends=True)
     encoded = lines[knob.line - 1].encode("utf-8")
     lines[knob.line - 1] = (encoded[: knob.col] + str(value).encode() + encoded[knob.end_col :]).decode("utf-8")
@@ -214,7 +180,7 @@ def apply_knob(source: str, knob: Knob, value: int) -> str:
 def apply_knobs(source: str, values_by_key: dict[str, int]) -> str:
     """Set several knobs (by key); each edit re-finds its knob, since an earlier one can move its columns."""
     for key, value in values_by_key.items():
-        source = apply_knob(source, next(k for k in find_knobs(source) if k.key == key), value)
+        source = apply_knob(source, next(k for k in tunable_knobs(source) if k.key == key), value)
     return source
 
 
@@ -228,3 +194,52 @@ def next_value(knob: Knob, direction: int, current: int) -> int | None:
     if not beyond:
         return None
     return min(beyond) if direction == UP else max(beyond)
+
+
+def _narrowed(site: KnobSite, kind: str) -> tuple[int, ...] | None:
+    """The values of the kind's domain the site's constraints allow; None when they allow all of them."""
+    legal = tuple(value for value in DOMAINS[kind] if not violations(site, value))
+    return None if legal == DOMAINS[kind] else legal
+
+
+def _matches(knob: Knob, site: KnobSite) -> bool:
+    return site.line == knob.line and site.value == knob.value and knob.name in (site.name, site.variable)
+
+
+def tunable_knobs(source: str) -> list[Knob]:
+    """`find_knobs`, narrowed by the code's constraints (a pinned literal is dropped), plus every editable site
+    `discovery` finds beyond the literals, in source order. Keys of `find_knobs` knobs are unchanged."""
+    return list(_tunable_knobs(source))
+
+
+@functools.lru_cache(maxsize=64)
+def _tunable_knobs(source: str) -> tuple[Knob, ...]:  # cached: the policy asks again for every move it weighs
+    discovery = discover(source)
+    sites = [site for site in discovery.sites if site.kind in DOMAINS or site.kind == "programs"]
+    knobs: list[Knob] = []
+    claimed: set[str] = set()
+    for knob in find_knobs(source):
+        site = next((site for site in sites if site.key not in claimed and _matches(knob, site)), None)
+        if site is None:
+            knobs.append(knob)
+            continue
+        claimed.add(site.key)
+        allowed = _narrowed(site, knob.kind) if site.edits else ()
+        if allowed != ():
+            knobs.append(replace(knob, allowed=allowed))
+    beyond = [site for site in sites if site.key not in claimed and site.edits]
+    in_grid = grid_uses(ast.parse(source)) if beyond else None  # `discover` parsed it, so it parses
+    for site in beyond:
+        uses = None if in_grid is None else max(in_grid[site.name], in_grid[site.variable] if site.variable else 0)
+        common = {"key": site.key, "name": site.name, "kind": site.kind, "origin": site.site, "line": site.line,
+                  "col": 0, "end_col": 0, "grid_uses": uses, "site_key": site.key, "scope": site.scope}
+        if site.value is not None and site.kind in DOMAINS:
+            allowed = _narrowed(site, site.kind)
+            if allowed != ():
+                knobs.append(Knob(value=site.value, allowed=allowed, **common))
+        elif site.value is None and "scale" in site.edits:
+            steps = tuple(step for step in SCALE_EXPONENTS if not scale_violations(site, step))
+            if steps != (site.step,):
+                knobs.append(Knob(value=site.step, expression=site.expression,
+                                  allowed=None if steps == SCALE_EXPONENTS else steps, **common))
+    return tuple(sorted(knobs, key=lambda knob: knob.line))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.providers.tune.grid import programs_phrase
+from orchestrator.providers.tune.grid import programs_phrase, scaling_words
 from orchestrator.providers.tune.knobs import DOWN, UP, Knob
 from orchestrator.text import one_line
 
@@ -28,6 +28,10 @@ _RATIONALE: dict[tuple[str, int], tuple[str, str]] = {
                     "higher L2 hit rate on shared operand tiles"),
     ("group", DOWN): ("shrinks tile groups so more columns run concurrently",
                       "better load balance across SMs"),
+    ("programs", UP): ("launches more persistent programs, so more of them are resident on the SMs",
+                       "more rows or tiles in flight at once, better latency hiding"),
+    ("programs", DOWN): ("launches fewer persistent programs, each looping over more of the work",
+                         "less scheduling and per-program setup, more registers and shared memory per program"),
 }
 # Block and tile sizes the grid does not divide by (or a file without a launch): the programs stay, each one
 # walks its data in other steps, so nothing here speaks of more or fewer programs.
@@ -52,6 +56,8 @@ _RISK: dict[tuple[str, int], str] = {
     ("stages", DOWN): "shallower pipelining may expose memory latency",
     ("group", UP): "larger groups can unbalance work across SMs",
     ("group", DOWN): "smaller groups lower L2 reuse",
+    ("programs", UP): "programs beyond what the SMs hold wait for a slot and add setup",
+    ("programs", DOWN): "too few programs leave SMs idle",
 }
 _RISK_OFF_GRID: dict[tuple[str, int], str] = {
     ("block", UP): "more registers per program may lower occupancy or spill; lanes past the data's end are masked work",
@@ -73,10 +79,28 @@ def _risk(knob: Knob, direction: int) -> str:
     return _RISK[(knob.kind, direction)] if _sets_grid(knob) or off_grid is None else off_grid
 
 
+def _programs(knob: Knob, value: int) -> str:
+    """What the move does to the number of programs, when the file says."""
+    if knob.kind == "programs":
+        return scaling_words(knob.magnitude(value) / knob.magnitude(knob.value), "the number of programs")
+    largest = f"the larger {knob.name}" if knob.expression else ""
+    return programs_phrase(knob.name, knob.kind, knob.magnitude(knob.value), knob.magnitude(value), knob.grid_uses,
+                           largest)
+
+
 def _moves(knob: Knob, value: int) -> str:
     """`NAME from old to new`, then what that does to the number of programs when the file says."""
-    programs = programs_phrase(knob.name, knob.kind, knob.value, value, knob.grid_uses)
-    return f"{knob.name} from {knob.value} to {value}" + (f" {programs} and" if programs else "")
+    programs = _programs(knob, value)
+    moved = (f"{knob.name} ({knob.written()}) from {knob.short(knob.value)} to {knob.short(value)}" if knob.expression
+             else f"{knob.name} from {knob.value} to {value}")
+    return moved + (f" {programs} and" if programs else "")
+
+
+def _change(knob: Knob, value: int) -> str:
+    """`old -> new` as code: the literals, or the expression as it is and as the edit writes it."""
+    if not knob.expression:
+        return f"{knob.value} -> {value}"
+    return f"{knob.code(knob.value)} -> {knob.code(value)}"
 
 
 def _history(head: str, notes: list[str], limit: int = 240) -> str:
@@ -99,13 +123,12 @@ def proposal_metadata(
         return _paired_metadata(knob, value, paired, bottleneck, bottleneck_evidence, notes)
     why, effect = _rationale(knob, direction)
     verb = "Raising" if direction == UP else "Lowering"
-    where = f"{knob.origin} at line {knob.line}"
-    head = f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.value} at line {knob.line}"
+    head = f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.show(knob.value)} at line {knob.line}"
     bound = f" (the incumbent is {bottleneck}-bound)" if bottleneck != "unknown" else ""
     return {
         "hypothesis": one_line(f"{verb} {_moves(knob, value)} {why}{bound}", 240),
         "evidence": one_line(head + _history(head, notes), 240),
-        "change": one_line(f"{knob.name} {knob.value} -> {value} ({where}); nothing else changes", 240),
+        "change": one_line(f"{knob.name} {_change(knob, value)} ({knob.where}); nothing else changes", 240),
         "expected_effect": one_line(f"{effect}; lower median latency on the dominant case", 240),
         "risk": one_line(_risk(knob, direction), 240),
     }
@@ -114,16 +137,17 @@ def proposal_metadata(
 def _paired_metadata(knob: Knob, value: int, paired: tuple[Knob, int], bottleneck: str, bottleneck_evidence: str,
                      notes: list[str]) -> dict[str, str]:
     warps, more_warps = paired
-    programs = programs_phrase(knob.name, knob.kind, knob.value, value, knob.grid_uses)
+    programs = _programs(knob, value)
     programs = f" {programs} and" if programs else ""
-    head = f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.value}, {warps.name}={warps.value}"
+    old, new, old_warps, new_warps = knob.show(knob.value), knob.show(value), warps.show(warps.value), warps.show(more_warps)
+    head = f"{bottleneck}: {bottleneck_evidence}; {knob.name}={old}, {warps.name}={old_warps}"
     return {
         "hypothesis": one_line(
-            f"Raising {knob.name} from {knob.value} to {value} together with {warps.name} from {warps.value} to "
-            f"{more_warps}{programs} keeps the work per warp constant: the larger {knob.kind} alone lacked the "
+            f"Raising {knob.name} from {old} to {new} together with {warps.name} from {old_warps} to "
+            f"{new_warps}{programs} keeps the work per warp constant: the larger {knob.kind} alone lacked the "
             "warps to compute it", 240),
         "evidence": one_line(head + _history(head, notes), 240),
-        "change": one_line(f"{knob.name} {knob.value} -> {value} and {warps.name} {warps.value} -> {more_warps} "
+        "change": one_line(f"{knob.name} {old} -> {new} and {warps.name} {old_warps} -> {new_warps} "
                            f"(lines {knob.line} and {warps.line}); nothing else changes", 240),
         "expected_effect": one_line(
             f"{_rationale(knob, UP)[1]} without fewer warps per element; lower median latency on the "

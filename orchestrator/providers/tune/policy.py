@@ -20,9 +20,9 @@ from orchestrator.providers.tune.knobs import (
     Knob,
     apply_knob,
     apply_knobs,
-    find_knobs,
     knob_configuration,
     next_value,
+    tunable_knobs,
 )
 from orchestrator.source_digest import normalized_digest
 from protocol.results import DecisionStatus, EvaluationStatus, ExperimentRecord
@@ -63,6 +63,7 @@ class Attempt:
     paired: tuple[str, str, int, int] | None = None  # (warps knob key, name, old, new) moved with this knob
     incumbent_id: str = ""  # the incumbent the move was made from; a slot later in its round may be measured
     # against a newer one (its record's parent), and then its speedup is against that one
+    text: str = ""  # the move in words, with a scaling step shown as such ("num_warps x1->x2")
 
     @property
     def side(self) -> tuple[str, int]:
@@ -70,6 +71,8 @@ class Attempt:
         return (pair_key(self.knob_key, self.paired[0]) if self.paired else self.knob_key, self.direction)
 
     def label(self) -> str:
+        if self.text:
+            return self.text
         moved = f"{self.knob_name} {self.old}->{self.new}"
         return moved + (f" with {self.paired[1]} {self.paired[2]}->{self.paired[3]}" if self.paired else "")
 
@@ -274,7 +277,15 @@ def attempt_of(move: Move, round_index: int, incumbent_id: str = "") -> Attempt:
         digests=source_digests(move.source),
         paired=(paired[0].key, paired[0].name, paired[0].value, paired[1]) if paired else None,
         incumbent_id=incumbent_id,
+        text=_move_text(move),
     )
+
+
+def _move_text(move: Move) -> str:
+    knob, paired = move.knob, move.paired
+    text = f"{knob.name} {knob.short(knob.value)}->{knob.short(move.value)}"
+    return text + (f" with {paired[0].name} {paired[0].short(paired[0].value)}->{paired[0].short(paired[1])}"
+                   if paired else "")
 
 
 def _nearest_index(knob: Knob) -> int:
@@ -290,6 +301,6 @@ def _configuration_from_file(path: str) -> tuple[tuple[str, int], ...]:
         candidate = Path(path)
         if not candidate.is_file() or candidate.stat().st_size > 4 * 1024 * 1024:
             return ()
-        return knob_configuration(find_knobs(candidate.read_text(encoding="utf-8")))
+        return knob_configuration(tunable_knobs(candidate.read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError):
         return ()

@@ -6,7 +6,8 @@ from orchestrator.providers.base import Proposal, ProposalContext, ProviderExhau
 from orchestrator.providers.bottleneck import classify_bottleneck
 from orchestrator.providers.contract import validate_proposal
 from orchestrator.providers.prompt import evidence_terms
-from orchestrator.providers.tune.knobs import find_knobs, missing_knobs_advice
+from orchestrator.providers.tune.explain import NoKnobFound, explain_missing_knobs
+from orchestrator.providers.tune.knobs import tunable_knobs
 from orchestrator.providers.tune.metadata import proposal_metadata
 from orchestrator.providers.tune.policy import Attempt, attempt_of, learn, rank_moves
 
@@ -21,9 +22,9 @@ class TuneProvider:
         self._attempts: list[Attempt] = []
 
     async def propose(self, context: ProposalContext) -> Proposal:
-        knobs = find_knobs(context.incumbent_source)
+        knobs = tunable_knobs(context.incumbent_source)
         if not knobs:
-            raise ProviderExhausted(f"tune found no tunable knob in the incumbent: {missing_knobs_advice(context.incumbent_source)}")
+            raise NoKnobFound(explain_missing_knobs(context.incumbent_source))
         lessons = learn(self._attempts, context)
         bottleneck, bottleneck_evidence = classify_bottleneck(context.incumbent_evaluation)
         moves = rank_moves(context, knobs, lessons, bottleneck)

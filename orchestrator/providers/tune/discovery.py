@@ -1,0 +1,237 @@
+"""Knobs where real Triton code keeps them: `discover(source)` lists every `KnobSite` with its constraints and
+the edits it allows.
+
+A site whose constraints leave no useful value is listed but not editable, with the reason: a `tl.arange` size
+that must equal the extent it indexes, or one the wrapper already computes as the smallest legal power of two
+of a dimension it must cover (`triton.next_power_of_2(n_cols)` for a kernel that does not loop over the
+columns), where a smaller value is wrong and a larger one only adds masked lanes.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+
+from orchestrator.providers.tune.constraints import Constraint, launch_option_constraints, wrapper_constraints
+from orchestrator.providers.tune.domains import DOMAINS
+from orchestrator.providers.tune.forms import AutotuneConfig, code, read_scaled
+from orchestrator.providers.tune.sites import SITE_WORDS, Found, Launch, Scan
+
+_BOUNDS = ("at_least", "greater_than")
+
+
+@dataclass(frozen=True)
+class KnobSite:
+    """One place where a launch parameter's value is set, and what may be done to it."""
+
+    key: str  # site:scope.name#ordinal, stable across edits of values
+    name: str  # the launch parameter it sets: a constexpr, num_warps, num_stages, programs, configs, key, grid
+    kind: str  # block | tile | warps | stages | group | programs | configs | key | grid
+    site: str  # a key of SITE_WORDS
+    expression: str  # the value as written (for a scaled one, the author's expression inside the scaling)
+    value: int | None  # a literal's value
+    line: int
+    scope: str  # the wrapper function, or the kernel for decorator sites; "" at module level
+    kernel: str  # the kernel it configures ("" when the launch's callee is not a kernel of this file)
+    variable: str = ""  # the name assigned, when it is not the launch parameter (`width` feeding `BLOCK=width`)
+    step: int = 0  # the tuner's scaling already applied to `expression` (forms.py)
+    domain: tuple[int, ...] = ()
+    edits: tuple[str, ...] = ()  # literal | table | scale | configs
+    constraints: tuple[Constraint, ...] = ()
+    dimensions: tuple[str, ...] = ()  # what a per-shape table may be keyed on, most relevant first
+    note: str = ""  # why it cannot be edited, or what it does (a grid's divisors, a config list's size)
+    configs: tuple[AutotuneConfig, ...] = ()  # an autotune list's entries as written
+
+    @property
+    def where(self) -> str:
+        return f"{SITE_WORDS[self.site]}{f' in {self.scope}' if self.scope else ''} at line {self.line}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["constraints"] = [c.to_json() for c in self.constraints]
+        data["where"] = self.where
+        return data
+
+
+@dataclass(frozen=True)
+class Discovery:
+    sites: tuple[KnobSite, ...]
+    kernels: tuple[str, ...]
+    launches: tuple[Launch, ...]
+    parse_error: str = ""
+    ignored: tuple[str, ...] = ()  # entries read and left: a heuristic or constexpr that is no size, warps or stages
+    unlaunched: tuple[tuple[str, str, int], ...] = ()  # (scope, name, line): knob-named locals no launch reads
+
+    @property
+    def tunable(self) -> tuple[KnobSite, ...]:
+        return tuple(site for site in self.sites if site.edits)
+
+    def site(self, key: str) -> KnobSite:
+        for site in self.sites:
+            if site.key == key:
+                return site
+        raise KeyError(f"no knob site {key!r}; the source has {', '.join(s.key for s in self.sites) or 'none'}")
+
+
+def _is_bound(constraint: Constraint) -> bool:
+    """A lower bound the code puts on a size (not the fixed floor of a launch option)."""
+    return constraint.relation in _BOUNDS and constraint.parameter not in ("num_warps", "num_stages")
+
+
+def _scope_name(found: Found) -> str:
+    return found.scope.name if found.scope is not None else found.scope_name
+
+
+def _constraints(found: Found, scan: Scan, wrapper: list[Constraint], grid: list[tuple[str, Constraint]],
+                 line: int) -> list[Constraint]:
+    scope = _scope_name(found)
+    names = {found.name, found.variable} - {""}
+    found_constraints = list(found.constraints)
+    if found.kind in ("warps", "stages"):
+        found_constraints += launch_option_constraints(found.kind, scope, line)
+    facts = scan.facts.get(found.kernel)
+    if facts is not None and found.name in facts.constexprs:
+        for constraint in facts.constraints:
+            if constraint.parameter != found.name:
+                continue
+            at_launch = ""
+            if constraint.relation in _BOUNDS:
+                at_launch = (f'{found.variable}["{constraint.bound}"]' if found.site == "heuristic"
+                             else found.launch_arguments.get(constraint.bound, ""))
+            found_constraints.append(dataclasses.replace(constraint, at_launch=at_launch))
+    if facts is not None and found.name in facts.tiled:
+        grids = [f for f in scan.found if f.site == "grid" and f.kind == "grid" and f.kernel == found.kernel]
+        if grids and not any(names & f.grid_names for f in grids):
+            shown = ", ".join(code(f.node) for f in grids)
+            found_constraints.append(Constraint(
+                found.name, "pinned", shown,
+                f"{found.kernel} offsets each program by a multiple of {found.name}, but its grid {shown} does not "
+                f"divide by it, so the programs cover the data only at this {found.name}", found.kernel, line))
+    found_constraints += [c for c in wrapper if c.scope == scope and c.parameter in names]
+    found_constraints += [c for kernel, c in grid if kernel == found.kernel and c.parameter in names]
+    return found_constraints
+
+
+def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...], str]:
+    """The edits a site allows, or none with the reason."""
+    if found.site in ("grid", "autotune_key") and found.kind in ("grid", "key"):
+        return (), found.note
+    if found.site == "autotune":
+        listed = isinstance(found.node, cst.List)
+        return (("configs",) if listed else ()), found.note
+    pinned = next((c for c in constraints if c.relation == "pinned"), None)
+    if pinned is not None:
+        return (), pinned.text()
+    written = code(found.node)
+    bound = next((c for c in constraints if _is_bound(c)), None)
+    if bound is not None and "next_power_of_2" in written:
+        return (), (f"{bound.text()}; the wrapper already computes the smallest power of two that satisfies it, so a "
+                    "smaller value is wrong and a larger one only adds masked lanes")
+    tables = found.site == "heuristic" or (found.scope is not None and found.scope.parent is not None)
+    if isinstance(found.node, cst.Integer):  # scaling a literal is just another literal
+        return (("literal", "table") if tables else ("literal",)), ""
+    return (("literal", "table", "scale") if tables else ("literal", "scale")), ""
+
+
+def _dimensions(found: Found, scan: Scan, constraints: list[Constraint]) -> tuple[str, ...]:
+    """What a per-shape table may be keyed on: the shapes the expression reads, then the bounds, then the rest."""
+    bounds = [c.at_launch or c.bound for c in constraints if _is_bound(c)]
+    if found.site == "heuristic":
+        keys = [f'{found.variable}["{sub.value[1:-1]}"]' for sub in _nodes(found.node)
+                if isinstance(sub, cst.SimpleString)]
+        return tuple(dict.fromkeys([*keys, *bounds]))
+    local: dict[str, str] = {}
+    scope = found.scope
+    while scope is not None:
+        local = {**scope.dimensions, **local}
+        scope = scope.parent
+    used = [name for name in _names(found.node) if name in local]
+    return tuple(dict.fromkeys([*used, *bounds, *sorted(local)]))
+
+
+def _nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(current.children)
+    return found
+
+
+def _names(node: cst.CSTNode) -> list[str]:
+    return list(dict.fromkeys(sub.value for sub in reversed(_nodes(node)) if isinstance(sub, cst.Name)))
+
+
+@dataclass(frozen=True)
+class Located:
+    """A discovery with what its sites were read from (the scan's findings by site key), for `edits`."""
+
+    scan: Scan
+    discovery: Discovery
+    found: dict[str, Found]
+
+
+@functools.lru_cache(maxsize=16)  # a libcst tree of a kernel file weighs megabytes
+def locate(source: str) -> Located | None:
+    """The scan and discovery of `source`, or None when it does not parse (cached: the policy asks often)."""
+    try:
+        scan = Scan(source)
+    except (cst.ParserSyntaxError, SyntaxError, RecursionError):
+        return None
+    variables: dict[str, set[str]] = {}
+    for found in scan.found:
+        variables.setdefault(_scope_name(found), set()).update({found.name, found.variable} - {""})
+    wrapper = wrapper_constraints(ast.parse(source), variables)
+    grid = [(found.kernel, c) for found in scan.found if found.site == "grid" for c in found.constraints]
+    ordered = sorted(scan.found, key=lambda f: (scan.positions[f.node].start.line, scan.positions[f.node].start.column))
+    ordinals: dict[tuple[str, str, str], int] = {}
+    sites, by_key = [], {}
+    for found in ordered:
+        scope = _scope_name(found)
+        ordinal = ordinals.get((found.site, scope, found.name), 0)
+        ordinals[(found.site, scope, found.name)] = ordinal + 1
+        key = f"{found.site}:{scope + '.' if scope else ''}{found.name}#{ordinal}"
+        line = scan.line(found.node)
+        constraints = _constraints(found, scan, wrapper, grid, line) if found.site != "grid" else list(found.constraints)
+        edits, note = _edits(found, constraints)
+        scaled = read_scaled(found.node, found.kind) if "scale" in edits else None
+        literal = found.node.evaluated_value if isinstance(found.node, cst.Integer) else None
+        sites.append(KnobSite(
+            key=key, name=found.name, kind=found.kind, site=found.site,
+            expression=code(scaled.base if scaled else found.node), value=literal if isinstance(literal, int) else None,
+            line=line, scope=scope, kernel=found.kernel,
+            variable=found.variable if found.variable != found.name and found.site != "heuristic" else "",
+            step=scaled.step if scaled else 0, domain=DOMAINS.get(found.kind, ()), edits=edits,
+            constraints=tuple(constraints), dimensions=_dimensions(found, scan, constraints) if "table" in edits else (),
+            note=note or found.note, configs=found.configs))
+        by_key[key] = found
+    fed = {(site.scope, site.variable or site.name) for site in sites}
+    unlaunched = tuple(
+        (scope.name, name, scan.line(binding.value))
+        for scope in scan.scopes for name, bindings in scope.bindings.items() for binding in bindings[:1]
+        if binding.value is not None and (scope.name, name) not in fed and _knob_named(name))
+    discovery = Discovery(tuple(sites), tuple(scan.kernel_nodes), tuple(scan.launches),
+                          ignored=tuple(dict.fromkeys(scan.ignored)), unlaunched=unlaunched)
+    return Located(scan, discovery, by_key)
+
+
+def _knob_named(name: str) -> bool:
+    upper = name.upper()
+    return upper in ("NUM_WARPS", "NUM_STAGES") or any(word in upper for word in ("BLOCK", "TILE", "WARPS", "STAGES"))
+
+
+def discover(source: str) -> Discovery:
+    """Every knob site of a kernel file, in source order; a source that does not parse has none (and says so)."""
+    located = locate(source)
+    if located is None:
+        try:
+            ast.parse(source)
+        except SyntaxError as exc:
+            return Discovery((), (), (), parse_error=f"{exc.msg}, line {exc.lineno}")
+        return Discovery((), (), (), parse_error="libcst cannot parse it")
+    return located.discovery

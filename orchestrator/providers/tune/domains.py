@@ -1,0 +1,52 @@
+"""Knob kinds and their legal values, shared by the literal finder (`knobs`) and the site discovery (`sites`)."""
+
+from __future__ import annotations
+
+import re
+
+# Legal values per knob kind: powers of two with sensible bounds, stages step by one.
+DOMAINS: dict[str, tuple[int, ...]] = {
+    "block": tuple(2**exponent for exponent in range(4, 14)),  # 16 .. 8192 (1-D programs)
+    "tile": tuple(2**exponent for exponent in range(4, 9)),  # 16 .. 256 (matmul tiles)
+    "warps": (1, 2, 4, 8, 16, 32),  # 32 warps are 1024 threads, the most one program may have
+    "stages": (1, 2, 3, 4, 5, 6),
+    "group": tuple(2**exponent for exponent in range(0, 7)),  # 1 .. 64
+}
+# What an expression knob may be scaled by: exponents of 2 for sizes, warps, groups and program counts, steps
+# of one for stages (`policy` and `edits` read a value of an expression knob as one of these).
+SCALE_EXPONENTS = (-2, -1, 0, 1, 2)
+TUNABLE_WORDS = ("BLOCK", "TILE", "WARPS", "STAGES", "GROUP")
+TILE_NAME = re.compile(r"(?:BLOCK|TILE)(?:_SIZE)?_[MNK]$")
+
+
+def literal_kind(name: str, matmul: bool) -> str | None:
+    """The kind of a knob known only by its name (module constants, `triton.Config` entries): upper-case names
+    with BLOCK, TILE, GROUP, WARPS or STAGES in them; None for anything else."""
+    upper = name.upper()
+    if upper == "NUM_WARPS" or "WARPS" in upper:
+        return "warps"
+    if upper == "NUM_STAGES" or "STAGES" in upper:
+        return "stages"
+    if not name.isupper() or upper.startswith("NUM_") or not any(word in upper for word in TUNABLE_WORDS):
+        return None
+    if "GROUP" in upper:
+        return "group"
+    return "tile" if matmul or TILE_NAME.search(upper) else "block"
+
+
+def parameter_kind(name: str, sizes: frozenset[str], uses_dot: bool) -> str | None:
+    """The kind of a launch parameter of a kernel whose body was read: a constexpr the kernel uses as a
+    `tl.arange` size or loop step (`sizes`) is a block (a tile in a kernel with `tl.dot`), whatever its name."""
+    lowered = name.lower()
+    if "warps" in lowered:
+        return "warps"
+    if "stages" in lowered:
+        return "stages"
+    if name in sizes:
+        return "tile" if uses_dot else "block"
+    upper = name.upper()
+    if "GROUP" in upper:
+        return "group"
+    if any(word in upper for word in ("BLOCK", "TILE")) and not upper.startswith("NUM_"):
+        return "tile" if uses_dot or TILE_NAME.search(upper) else "block"
+    return None

@@ -1,0 +1,127 @@
+"""Why a kernel has no knob the tuner can move: what was looked for, per category, what was found there and
+why it does not count, and the smallest edits that would expose one. `NoKnobFound` carries it to the run."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.providers.base import ProviderExhausted
+from orchestrator.providers.tune.discovery import Discovery, KnobSite, discover
+
+# (category, what the discovery looks for there)
+LOOKED_FOR: tuple[tuple[str, str], ...] = (
+    ("module constants", "module-level integer constants named with BLOCK, TILE, GROUP, WARPS or STAGES, and any "
+                         "module name a launch passes"),
+    ("launch arguments", "constexpr sizes, num_warps= and num_stages= passed by keyword or position at each "
+                         "kernel[grid](...) or kernel.warmup(...) launch"),
+    ("wrapper assignments", "the wrapper's local assignments feeding those arguments (num_warps = 8, "
+                            "BLOCK_SIZE = triton.next_power_of_2(n_cols))"),
+    ("triton.autotune", "config lists of triton.Config entries, and their key"),
+    ("triton.heuristics", "entries that set a size, num_warps or num_stages"),
+    ("launch grids", "grid expressions that set the work per program, and a persistent kernel's program count"),
+)
+_CATEGORY_OF_SITE = {"constant": "module constants", "launch": "launch arguments", "wrapper": "wrapper assignments",
+                     "autotune": "triton.autotune", "config": "triton.autotune", "autotune_key": "triton.autotune",
+                     "heuristic": "triton.heuristics", "grid": "launch grids"}
+
+
+@dataclass(frozen=True)
+class CategoryReport:
+    category: str
+    looked_for: str
+    found: tuple[str, ...]  # what was there and why it is no knob; empty when the file has nothing of this kind
+
+
+@dataclass(frozen=True)
+class NoKnobExplanation:
+    """The structured answer to "why did the tuner find nothing to tune?", for result.json."""
+
+    categories: tuple[CategoryReport, ...]
+    suggestions: tuple[str, ...]  # edits that would expose a knob, the most direct first
+    parse_error: str = ""
+    brief: tuple[str, ...] = ()  # the sites found that cannot be tuned, each with its reason in a few words
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def summary(self) -> str:
+        """One paragraph for a log line or a stopping detail."""
+        if self.parse_error:
+            return f"the source does not parse ({self.parse_error}), so it has no knob the tuner can read"
+        looked = ", ".join(c.category for c in self.categories)
+        seen = f"found only {'; '.join(self.brief)}" if self.brief else "found none"
+        return f"it looked for {looked}; {seen}; to expose one, {'; or '.join(self.suggestions[:3])}"
+
+
+class NoKnobFound(ProviderExhausted):
+    """The tune provider found no knob in the incumbent; `explanation` says what it looked for and what to do."""
+
+    def __init__(self, explanation: NoKnobExplanation) -> None:
+        super().__init__(f"tune found no tunable knob in the incumbent: {explanation.summary()}")
+        self.explanation = explanation
+
+
+def _found(site: KnobSite) -> str:
+    written = " ".join(site.expression.split())
+    written = written if len(written) <= 60 else written[:57] + "..."
+    label = f"{site.variable} = {written}" if site.variable else f"{site.name}={written}"
+    return f"{label} ({site.where}): {site.note or 'not a size, warps or stages'}"
+
+
+def _reason(site: KnobSite) -> str:
+    """Why a site cannot be tuned, in a few words: the constraint that pins it, or the note."""
+    pinned = any(c.relation == "pinned" for c in site.constraints) or "smallest power of two" in site.note
+    return f"pinned by {site.note.split(':')[0]}" if pinned else site.note
+
+
+def _suggestions(discovery: Discovery) -> list[str]:
+    edits = []
+    kernels = {launch.kernel for launch in discovery.launches}
+    for scope, name, line in discovery.unlaunched:
+        kernel = next((launch.kernel for launch in discovery.launches if launch.scope == scope), "")
+        option = name.lower() if name.lower() in ("num_warps", "num_stages") else name
+        target = f"the launch of {kernel}" if kernel else "the kernel's launch"
+        edits.append(f"pass {name} (assigned at line {line} in {scope}()) to {target} as {option}={name}, or move it "
+                     f"to a module constant passed there")
+    for launch in discovery.launches:
+        if launch.star:
+            edits.append(f"pass the launch options of {launch.kernel} at line {launch.line} as keywords "
+                         "(num_warps=..., BLOCK_SIZE=...) instead of through *args or **kwargs")
+        if not launch.autotuned and "num_warps" not in launch.options:
+            edits.append(f"add num_warps=4 (Triton's default, so nothing changes) to the launch of {launch.kernel} at "
+                         f"line {launch.line}")
+    for kernel in discovery.kernels:
+        if kernel not in kernels:
+            edits.append(f"launch {kernel} from this file as {kernel}[grid](..., num_warps=4), or give it "
+                         "@triton.autotune(configs=[triton.Config({...}, num_warps=4)], key=[...])")
+    if not discovery.kernels and not discovery.launches:
+        edits.append("launch the kernel from this file as kernel[grid](..., BLOCK_SIZE=BLOCK_SIZE, num_warps=4) with "
+                     "a module-level BLOCK_SIZE = <int> constant")
+    return list(dict.fromkeys(edits))
+
+
+def explain_missing_knobs(source: str) -> NoKnobExplanation:
+    """What the discovery looked for in `source`, what it found that is no knob (and why), and what would expose
+    one. Meant for a source where `discover(source).tunable` is empty; on another it still reports the rest."""
+    discovery = discover(source)
+    if discovery.parse_error:
+        return NoKnobExplanation((), ("fix the syntax error first",), parse_error=discovery.parse_error)
+    found: dict[str, list[str]] = {category: [] for category, _ in LOOKED_FOR}
+    for launch in discovery.launches:
+        passed = ", ".join(launch.arguments) or "no size, num_warps or num_stages"
+        found["launch arguments"].append(f"the launch of {launch.kernel} in {launch.scope or 'the module'} at line "
+                                         f"{launch.line} passes {passed}" + (" and *args/**kwargs" if launch.star else ""))
+    for site in discovery.sites:
+        if not site.edits:
+            found[_CATEGORY_OF_SITE[site.site]].append(_found(site))
+    for scope, name, line in discovery.unlaunched:
+        found["wrapper assignments"].append(f"{name} (line {line} in {scope}()) reaches no launch")
+    for entry in discovery.ignored:
+        category = "triton.heuristics" if "heuristics" in entry else "launch arguments"
+        found[category].append(f"{entry} is left alone")
+    categories = tuple(CategoryReport(category, looked_for, tuple(found[category])) for category, looked_for in LOOKED_FOR)
+    brief = tuple(f"{site.variable or site.name} in {site.scope or 'the module'}() at line {site.line} ({_reason(site)})"
+                  for site in discovery.sites if not site.edits and site.kind not in ("grid", "key"))
+    return NoKnobExplanation(categories, tuple(_suggestions(discovery)), brief=brief)

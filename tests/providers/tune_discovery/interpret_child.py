@@ -1,0 +1,47 @@
+"""Run kernel files under the Triton interpreter and print each one's largest error against torch, as JSON.
+
+Usage: TRITON_INTERPRET=1 python -m tests.providers.tune_discovery.interpret_child FILE... ; a file's name starts
+with the fixture it was edited from (`layer_norm__warps_x2.py`), which picks its inputs and reference.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _error(path: Path) -> float:
+    module, style = _load(path), path.stem.split("__")[0]
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 300, generator=generator)
+    a, b = torch.randn(64, 48, generator=generator), torch.randn(48, 32, generator=generator)
+    if style == "softmax":
+        got, want = module.softmax(x), torch.softmax(x, dim=-1)
+    elif style == "layer_norm":
+        weight, bias = torch.randn(300, generator=generator), torch.randn(300, generator=generator)
+        got, want = module.layer_norm(x, weight, bias), torch.nn.functional.layer_norm(x, (300,), weight, bias)
+    elif style == "row_sum_heuristics":
+        got, want = module.row_sum(x), x.sum(dim=-1)
+    elif style == "matmul_autotune":
+        got, want = module.matmul(a, b), a @ b
+    elif style == "grouped_matmul":
+        got, want = module.grouped_matmul(a, b), a @ b
+    else:
+        raise ValueError(f"no reference for {path.name}")
+    return float((got - want).abs().max())
+
+
+if __name__ == "__main__":
+    print(json.dumps({Path(name).name: _error(Path(name)) for name in sys.argv[1:]}))

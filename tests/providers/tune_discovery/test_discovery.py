@@ -1,0 +1,146 @@
+"""Discovery finds the knobs where each style keeps them, with their kind, domain, constraints and edits."""
+
+from __future__ import annotations
+
+import json
+
+from orchestrator.providers.tune.discovery import discover
+from orchestrator.providers.tune.domains import DOMAINS
+from orchestrator.providers.tune.forms import AutotuneConfig
+from tests.providers.tune_discovery import drop_lines, kernel
+
+
+def by_key(source: str):
+    return {site.key: site for site in discover(source).sites}
+
+
+def relations(site) -> dict[str, str]:
+    return {c.relation: c.at_launch or c.bound for c in site.constraints}
+
+
+def test_layer_norm_block_is_pinned_by_the_wrapper_check_and_num_warps_is_an_expression_knob():
+    sites = by_key(kernel("layer_norm"))
+    block, warps = sites["wrapper:layer_norm.BLOCK_SIZE#0"], sites["wrapper:layer_norm.num_warps#0"]
+    assert (block.kind, block.expression, block.edits) == ("block", "min(MAX_FUSED_SIZE, triton.next_power_of_2(N))", ())
+    assert relations(block) == {"power_of_two": "", "at_least": "N"}
+    assert "layer_norm() raises unless N <= BLOCK_SIZE (line 42)" in block.note
+    assert "smallest power of two" in block.note
+    assert (warps.kind, warps.site, warps.expression, warps.value) == ("warps", "wrapper",
+                                                                       "min(max(BLOCK_SIZE // 256, 1), 8)", None)
+    assert warps.edits == ("literal", "table", "scale") and warps.domain == DOMAINS["warps"] == (1, 2, 4, 8, 16, 32)
+    assert warps.dimensions == ("M", "N") and relations(warps) == {"one_of": "1, 2, 4, 8, 16, 32"}
+    assert (warps.line, warps.scope, warps.kernel) == (45, "layer_norm", "layer_norm_fwd")
+
+
+def test_a_looping_kernel_without_the_wrapper_check_may_shrink_its_block():
+    unchecked = drop_lines(kernel("layer_norm"), "if N > BLOCK_SIZE", 'raise RuntimeError("This layer norm')
+    block = by_key(unchecked)["wrapper:layer_norm.BLOCK_SIZE#0"]
+    assert block.edits == ("literal", "table", "scale") and relations(block) == {"power_of_two": ""}
+
+
+def test_softmax_block_must_cover_the_row_and_num_warps_is_the_wrapper_literal():
+    sites = by_key(kernel("softmax"))
+    block, warps = sites["wrapper:softmax.BLOCK_SIZE#0"], sites["wrapper:softmax.num_warps#0"]
+    assert block.edits == () and relations(block)["at_least"] == "n_cols"
+    assert "masked by col_offsets < n_cols (line 15) with no loop over it" in block.note
+    assert (warps.value, warps.edits, warps.line) == (8, ("literal", "table"), 28)
+    assert warps.dimensions == ("n_cols", "n_rows")
+    grid = sites["grid:softmax.grid#0"]
+    assert (grid.kind, grid.expression, grid.edits, grid.note) == ("grid", "(n_rows,)", (), "no size divides it")
+
+
+def test_matmul_autotune_list_reached_through_its_function_with_its_key_and_grid():
+    sites = by_key(kernel("matmul_autotune"))
+    configs = sites["autotune:matmul_kernel.configs#0"]
+    assert configs.edits == ("configs",) and configs.line == 10
+    assert configs.configs == (AutotuneConfig.of({"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 16,
+                                                  "GROUP_SIZE_M": 4}, num_warps=2, num_stages=2),)
+    key = sites["autotune_key:matmul_kernel.key#0"]
+    assert (key.expression, key.edits, key.note) == ("['M', 'N', 'K']", (), "re-tunes when M, N, K change")
+    entries = {site.name: (site.kind, site.value) for site in sites.values() if site.site == "config"}
+    assert entries == {"BLOCK_SIZE_M": ("tile", 32), "BLOCK_SIZE_N": ("tile", 32), "BLOCK_SIZE_K": ("tile", 16),
+                       "GROUP_SIZE_M": ("group", 4), "num_stages": ("stages", 2), "num_warps": ("warps", 2)}
+    grid = sites["grid:matmul.grid#0"]
+    assert grid.expression.startswith("lambda META: (triton.cdiv(M, META['BLOCK_SIZE_M'])")
+    assert grid.note == "work per program set by BLOCK_SIZE_M, BLOCK_SIZE_N"
+
+
+def test_heuristics_entries_are_expression_knobs_keyed_on_the_kernel_arguments():
+    discovery = discover(kernel("row_sum_heuristics"))
+    sites = {site.key: site for site in discovery.sites}
+    block, warps = sites["heuristic:row_sum_kernel.BLOCK_SIZE#0"], sites["heuristic:row_sum_kernel.num_warps#0"]
+    assert block.expression == 'min(triton.next_power_of_2(args["n_cols"]), 1024)' and block.kind == "block"
+    assert warps.expression == '4 if args["n_cols"] <= 2048 else 8' and warps.kind == "warps"
+    assert block.edits == warps.edits == ("literal", "table", "scale")
+    assert block.dimensions == warps.dimensions == ('args["n_cols"]',)
+    assert discovery.ignored == ("the triton.heuristics entry EVEN_COLS of row_sum_kernel (not a size, warps, "
+                                 "stages or group)",)
+
+
+def test_grouped_matmul_grid_floor_division_makes_the_tiles_divide_the_problem():
+    sites = by_key(kernel("grouped_matmul"))
+    block_m = sites["wrapper:grouped_matmul.BLOCK_M#0"]  # from `BLOCK_M, BLOCK_N = 32, 32`
+    assert (block_m.kind, block_m.value, block_m.edits) == ("tile", 32, ("literal", "table"))
+    assert relations(block_m) == {"power_of_two": "", "divides": "M"}
+    assert "the grid computes (M // BLOCK_M) (line 36), which drops the remainder" in block_m.constraints[1].reason
+    assert {key for key, site in sites.items() if site.site == "launch"} == {
+        "launch:grouped_matmul.BLOCK_K#0", "launch:grouped_matmul.GROUP_M#0", "launch:grouped_matmul.num_warps#0"}
+    assert sites["grid:grouped_matmul.grid#0"].note == "work per program set by BLOCK_M, BLOCK_N"
+
+
+def test_persistent_softmax_follows_warmup_and_positional_constexprs_to_the_program_count():
+    discovery = discover(kernel("softmax_persistent"))
+    sites = {site.key: site for site in discovery.sites}
+    assert [launch.arguments for launch in discovery.launches] == [
+        ("BLOCK_SIZE=BLOCK_SIZE", "num_stages=num_stages", "num_warps=num_warps"),
+        ("BLOCK_SIZE=BLOCK_SIZE", "num_stages=num_stages")]  # the second passes them by position
+    assert sites["wrapper:softmax.BLOCK_SIZE#0"].edits == ()
+    stages = sites["wrapper:softmax.num_stages#0"]
+    assert (stages.kind, stages.expression, stages.edits) == ("stages", "4 if n_cols > 2048 else 2",
+                                                              ("literal", "table", "scale"))
+    programs = [site for site in discovery.sites if site.kind == "programs"]
+    assert [(site.variable, site.expression) for site in programs] == [
+        ("num_programs", "NUM_SM * occupancy"), ("num_programs", "min(num_programs, n_rows)")]
+
+
+def test_an_unmasked_tile_the_grid_does_not_divide_by_is_pinned():
+    discovery = discover(kernel("head_copy"))
+    (size,) = [site for site in discovery.sites if site.name == "D"]
+    assert (size.site, size.expression, size.edits) == ("launch", "x.shape[1]", ())
+    assert "its grid (x.shape[0],) does not divide by it" in size.note
+    assert discovery.tunable == ()
+
+
+def test_module_constants_as_before_and_every_site_is_json():
+    source = drop_lines(kernel("softmax"), "BLOCK_SIZE = triton.next_power_of_2")
+    source = source.replace("import triton.language as tl\n", "import triton.language as tl\n\nBLOCK_SIZE = 1024\n")
+    sites = by_key(source)
+    constant = sites["constant:BLOCK_SIZE#0"]
+    assert (constant.value, constant.edits, relations(constant)["at_least"]) == (1024, ("literal",), "n_cols")
+    json.dumps([site.to_json() for site in sites.values()])
+    assert sites["wrapper:softmax.num_warps#0"].to_json()["where"] == "wrapper assignment in softmax at line 29"
+
+
+def test_a_source_that_does_not_parse_has_no_sites_and_says_why():
+    discovery = discover("def softmax(x:\n    return x\n")
+    assert discovery.sites == () and discovery.parse_error.endswith("line 1")
+
+
+def test_a_grid_read_through_a_name_still_divides_by_the_tile():
+    source = kernel("head_copy").replace(
+        "    head_copy_kernel[(x.shape[0],)](x, out, D=x.shape[1])",
+        "    D = 64\n    num_blocks = triton.cdiv(x.numel(), D)\n    head_copy_kernel[(num_blocks,)](x, out, D=D)")
+    sites = by_key(source)
+    assert sites["wrapper:head_copy.D#0"].edits == ("literal", "table")
+    assert sites["grid:head_copy.grid#0"].note == "work per program set by D"
+
+
+def test_a_wrapper_written_as_an_autograd_function_method():
+    lines = kernel("layer_norm").replace("def layer_norm(x, weight, bias, eps=1e-5):",
+                                         "class LayerNorm(torch.autograd.Function):\n    @staticmethod\n"
+                                         "    def forward(ctx, x, weight, bias, eps=1e-5):").splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith("class LayerNorm")) + 3
+    source = "".join(lines[:start] + ["    " + line if line.strip() else line for line in lines[start:]])
+    sites = by_key(source)
+    assert sites["wrapper:forward.num_warps#0"].edits == ("literal", "table", "scale")
+    assert sites["wrapper:forward.BLOCK_SIZE#0"].edits == ()
