@@ -196,3 +196,6 @@ class RunResult(StrictModel):
     commits: list[CommitRecord] = Field(default_factory=list)
     wall_seconds: float
     output_dir: str
+    # what the provider said when it stopped, when it says more than stopping_detail: the tuner's
+    # {"no_knob_found": {categories looked for, suggestions}} (orchestrator/providers/tune/explain.py)
+    provider_explanation: dict[str, Any] | None = None

@@ -136,8 +136,10 @@ class FailureEvent(StrictModel):
     message: str = Field(max_length=MAX_TEXT)
     traceback: str = Field(default="", max_length=MAX_TEXT)
     # "cheat": a judge's check the honest kernel always passes failed; "crashed": the candidate's own
-    # process died while the worker (the judge) lived on.
-    category: Literal["exception", "resource_limit", "sandbox_violation", "tamper", "cheat", "crashed"] = "exception"
+    # process died while the worker (the judge) lived on; "build": Triton could not compile the kernel for
+    # the device on its first launch (sandbox_worker/failures.py).
+    category: Literal["exception", "resource_limit", "sandbox_violation", "tamper", "cheat", "crashed",
+                      "build"] = "exception"
 
 
 class FinishedEvent(StrictModel):

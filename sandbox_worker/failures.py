@@ -2,7 +2,8 @@
 
 Every exception (SystemExit included) becomes one `failure` event whose category the orchestrator acts
 on: `resource_limit` (memory, file size, open files, processes or threads, with the limit that was hit),
-`sandbox_violation` (an operation the sandbox refused) or `exception`. Texts are clipped so that one
+`sandbox_violation` (an operation the sandbox refused), `build` (Triton could not compile the kernel for
+the device: a resource limit, ptxas or a compile error) or `exception`. Texts are clipped so that one
 event stays small.
 """
 
@@ -29,7 +30,19 @@ def _is_allocation_failure(exc: BaseException) -> bool:
         isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text))
 
 
+# Triton compiles a kernel on its first launch, so these arrive from verify on a GPU; they mean the kernel
+# cannot be built for this device (a shared-memory or register limit, a ptxas or a compile error), not that
+# it computed a wrong answer. The autotuner skips configurations on exactly these.
+BUILD_ERRORS = frozenset({"OutOfResources", "PTXASError", "CompilationError", "CompileTimeAssertionFailure"})
+
+
+def _is_build_failure(exc: BaseException) -> bool:
+    return any(kind.__module__.startswith("triton.") and kind.__name__ in BUILD_ERRORS for kind in type(exc).__mro__)
+
+
 def _classify(exc: BaseException) -> str:
+    if _is_build_failure(exc):
+        return "build"
     if _is_allocation_failure(exc):
         return "resource_limit"
     if isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.EAGAIN):

@@ -217,7 +217,7 @@ class Worker:
 # What a profile request gets in judged mode: the profilers need the candidate's launches in this process.
 JUDGED_PROFILE = {"available": False, "diagnostics": [
     "judged mode (CPU interpreter): the candidate runs in its own process; Proton and NCU profile GPU targets"]}
-RELAYED_CATEGORIES = ("exception", "resource_limit", "sandbox_violation")
+RELAYED_CATEGORIES = ("exception", "resource_limit", "sandbox_violation", "build")
 
 
 def _start_judge(harness: ModuleType, target: dict[str, Any], kernel_path: str, writable: list[str] | None, *,

@@ -44,6 +44,12 @@ def _work(case: dict[str, Any]) -> dict[str, float]:
     return {"bytes": 2.0 * (m * k + k * n + m * n), "flops": 2.0 * m * n * k}  # fp16 in and out, once each
 
 
+# Verify and benchmark through the judge (sandbox_worker/judged/): on the CPU interpreter the candidate runs
+# in its own process and every check and the clock stay here; on a GPU the functions below are used.
+JUDGE = entry_point.JudgedEntry(entry=ENTRY_POINT, kernel_name=KERNEL_NAME, signature=SIGNATURE, make_inputs=_inputs,
+                                reference=reference, work=_work, compare=COMPARE)
+
+
 def build(kernel_source: str, target: dict[str, Any]) -> dict[str, Any]:
     return entry_point.build_entry(kernel_source, target, entry=ENTRY_POINT, kernel_name=KERNEL_NAME,
                                    signature=SIGNATURE)

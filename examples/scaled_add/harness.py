@@ -39,6 +39,12 @@ def _work(case: dict[str, Any]) -> dict[str, float]:
     return {"bytes": 8.0 * n, "flops": 2.0 * n}  # read x, write out (fp32); one multiply, one add
 
 
+# Verify and benchmark through the judge (sandbox_worker/judged/): on the CPU interpreter the candidate runs
+# in its own process and every check and the clock stay here; on a GPU the functions below are used.
+JUDGE = entry_point.JudgedEntry(entry=ENTRY_POINT, kernel_name=KERNEL_NAME, signature=SIGNATURE, make_inputs=_inputs,
+                                reference=reference, work=_work)
+
+
 def build(kernel_source: str, target: dict[str, Any]) -> dict[str, Any]:
     return entry_point.build_entry(kernel_source, target, entry=ENTRY_POINT, kernel_name=KERNEL_NAME,
                                    signature=SIGNATURE)

@@ -15,7 +15,10 @@ from protocol.results import CandidateMetadata, Evaluation, ExperimentRecord
 
 
 class ProviderExhausted(Exception):
-    """The provider has nothing more to propose; the run stops with `provider_exhausted`."""
+    """The provider has nothing more to propose; the run stops with `provider_exhausted`. `explanation_json`, when
+    set, is a JSON object result.json carries as `provider_explanation` (the tuner's: what it looked for)."""
+
+    explanation_json: dict[str, Any] | None = None
 
 
 class ProposalError(Exception):

@@ -136,6 +136,7 @@ class OptimizationRun:
             raise RunAborted(ExitCode.ERROR, message, StoppingReason.BASELINE_FAILED)
         state.device = evaluation.worker.device
         state.worker_isolation = dict(evaluation.worker.isolation)
+        self.log.event(reporting.verdict_line(evaluation.worker.verdict_process))
         self.write_manifest(state)
         await profile_step.diagnostic_instrumentation(self.evaluator, state, "baseline", source_path, state.deadline)
         return evaluation
@@ -152,6 +153,7 @@ class OptimizationRun:
                     self.log.event(f"{experiment_id} status=provider_exhausted reason={str(proposal)!r}")
                     state.stop(StoppingReason.PROVIDER_EXHAUSTED,
                                str(proposal) or f"the {self.provider.name} provider has no further candidate")
+                    state.provider_explanation = proposal.explanation_json
                     return incumbent
                 if not self.next_candidate_fits(state, deadline):
                     return incumbent
@@ -341,7 +343,8 @@ class OptimizationRun:
             config=self.config, inputs=self.inputs, state_experiments=state.experiments, baseline=baseline,
             final=final if winner else None, final_record=final_record if winner else None,
             winner_id=winner.experiment_id if winner else "baseline", stopping_reason=state.stopping_reason,
-            stopping_detail=state.stopping_detail, exit_code=exit_code, commits=self.commit_step.records,
+            stopping_detail=state.stopping_detail, provider_explanation=state.provider_explanation,
+            exit_code=exit_code, commits=self.commit_step.records,
             commit_summary=self.commit_step.summary(), best_path=best_path, wall_seconds=time.monotonic() - state.started, output_dir=self.artifacts.root)
 
 

@@ -45,6 +45,7 @@ class RunState:
     # what the baseline's worker saw: the device and the isolation layers it ran under (for run.json)
     device: str | None = None
     worker_isolation: dict[str, Any] = field(default_factory=dict)
+    provider_explanation: dict[str, Any] | None = None  # from a ProviderExhausted that says why, for result.json
 
     def stop(self, reason: StoppingReason, detail: str) -> None:
         """Record why the run stops, with the sentence a person reads in result.json; the reason and its

@@ -112,6 +112,8 @@ def _failure_status(event: FailureEvent) -> EvaluationStatus | None:
         return EvaluationStatus.CHEAT_DETECTED
     if event.category == "crashed":
         return EvaluationStatus.CRASHED
+    if event.category == "build":
+        return EvaluationStatus.BUILD_FAILED
     return None
 
 
@@ -126,6 +128,8 @@ def _failure_reason(where: str, event: FailureEvent) -> str:
         return f"{where}: cheat detected by the {message}"
     if event.category == "crashed":
         return f"{message} during {where}"
+    if event.category == "build":
+        return f"{where}: build failed: {event.error_type}: {message}"
     return f"{where} raised {event.error_type}: {message}"
 
 

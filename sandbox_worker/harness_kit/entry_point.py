@@ -25,7 +25,8 @@ PROFILE_SALT = 202
 class JudgedEntry:
     """What a harness declares as `JUDGE` so that its verdicts are computed outside the candidate's process
     (sandbox_worker/judged/judge.py): the entry's name, how to draw a case's inputs, the trusted reference,
-    the comparison options of `checks.compare` (plus `allow_input_mutation`) and the case's work figures.
+    the comparison options of `checks.compare` (plus `allow_input_mutation`) and the case's work figures;
+    with `outputs_are_arguments` the reference returns the outputs the entry is to write into.
     On the CPU (the Triton interpreter) the worker then judges the candidate from another process; on a GPU
     the harness's own `verify`/`benchmark` run as before."""
 
@@ -36,6 +37,9 @@ class JudgedEntry:
     signature: str = "(...)"
     compare: dict[str, Any] = field(default_factory=dict)
     work: Callable[[dict[str, Any]], dict[str, float]] | None = None
+    outputs_are_arguments: bool = False  # the entry writes into outputs passed after its inputs
+    verify_blocker: str | None = None  # while set, verify fails every case with this message
+    failure_note: str | None = None  # added to the diagnostics of a failed verify
 
 
 def device_for(target: dict[str, Any]) -> str:

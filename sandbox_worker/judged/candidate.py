@@ -94,8 +94,11 @@ class CandidateLoop:
         inputs, outputs = self.slot_views[int(message["slot"])]
         arguments = [inputs[a["tensor"]] if "tensor" in a else a.get("value") for a in self.layout.arguments]
         try:
-            returned = self.entry(*arguments)
-            described = _store(returned, outputs, inputs)
+            if self.layout.outputs_are_arguments:
+                self.entry(*arguments, *outputs)
+                described = None  # it wrote into the slot's own tensors: nothing to describe
+            else:
+                described = _store(self.entry(*arguments), outputs, inputs)
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate is a failure, not an exit
             if isinstance(exc, KeyboardInterrupt):
                 raise

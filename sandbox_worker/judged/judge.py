@@ -92,6 +92,14 @@ class Judge:
 
     def verify(self, case: dict[str, Any]) -> dict[str, Any]:
         """Two trials on fresh inputs in the same slots; the outputs must follow the inputs."""
+        if self.spec.verify_blocker:
+            return checks.verdict(False, self.spec.verify_blocker)
+        result = self._verify_trials(case)
+        if not result["passed"] and self.spec.failure_note:
+            result["diagnostics"] += f" ({self.spec.failure_note})"
+        return result
+
+    def _verify_trials(self, case: dict[str, Any]) -> dict[str, Any]:
         trials = []
         for salt in VERIFY_SALTS:
             prepared = self._prepare(case, salt)
@@ -141,7 +149,7 @@ class Judge:
         arguments = tuple(self.spec.make_inputs(case, "cpu", salt))
         expected = self.spec.reference(*checks.clone_args(arguments))
         expected = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
-        layout = plan_layout(arguments, expected)
+        layout = plan_layout(arguments, expected, outputs_are_arguments=self.spec.outputs_are_arguments)
         if layout != self.layout:
             self._map(layout)
         slot = self.next_slot
@@ -188,7 +196,8 @@ class Judge:
     def _check(self, prepared: PreparedCall, reply: dict[str, Any]) -> dict[str, Any]:
         """Verdict on the slot after the call: what was returned, the values, the inputs."""
         described = reply.get("outputs")
-        problem = _returned_problem(described, prepared.expected, self.spec.compare)
+        problem = None if self.spec.outputs_are_arguments else _returned_problem(described, prepared.expected,
+                                                                                 self.spec.compare)
         if problem is not None:
             return checks.verdict(False, problem)
         actual = self._read_outputs(prepared.slot)

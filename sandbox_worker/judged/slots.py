@@ -50,16 +50,19 @@ class TensorSpec:
 @dataclass(frozen=True)
 class SlotLayout:
     """Where a call's tensors live. `arguments` holds, per positional argument, either the index of its
-    tensor in `inputs` or a plain JSON value (`{"value": ...}`)."""
+    tensor in `inputs` or a plain JSON value (`{"value": ...}`). With `outputs_are_arguments` the entry
+    writes into the output tensors, passed after the inputs, instead of returning its outputs."""
 
     arguments: tuple[dict[str, Any], ...]
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     total_bytes: int
+    outputs_are_arguments: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"arguments": list(self.arguments), "inputs": [s.to_json() for s in self.inputs],
-                "outputs": [s.to_json() for s in self.outputs], "total_bytes": self.total_bytes}
+                "outputs": [s.to_json() for s in self.outputs], "total_bytes": self.total_bytes,
+                "outputs_are_arguments": self.outputs_are_arguments}
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> SlotLayout:
@@ -72,7 +75,8 @@ class SlotLayout:
         for argument in arguments:
             if "tensor" in argument and not 0 <= int(argument["tensor"]) < len(inputs):
                 raise ValueError("an argument names a tensor the layout does not have")
-        return cls(arguments=arguments, inputs=inputs, outputs=outputs, total_bytes=total)
+        return cls(arguments=arguments, inputs=inputs, outputs=outputs, total_bytes=total,
+                   outputs_are_arguments=value.get("outputs_are_arguments") is True)
 
 
 def element_size(dtype: str) -> int:
@@ -86,7 +90,7 @@ def dtype_name(dtype: Any) -> str:
     return name
 
 
-def plan_layout(arguments: tuple[Any, ...], outputs: tuple[Any, ...]) -> SlotLayout:
+def plan_layout(arguments: tuple[Any, ...], outputs: tuple[Any, ...], *, outputs_are_arguments: bool = False) -> SlotLayout:
     """The layout for a call with these arguments (tensors and plain values) and reference outputs."""
     import torch
 
@@ -114,7 +118,7 @@ def plan_layout(arguments: tuple[Any, ...], outputs: tuple[Any, ...]) -> SlotLay
             raise TypeError(f"the reference must return tensors, got {type(output).__name__}")
         output_specs.append(place(output))
     return SlotLayout(arguments=tuple(described), inputs=tuple(specs), outputs=tuple(output_specs),
-                      total_bytes=max(offset, ALIGN))
+                      total_bytes=max(offset, ALIGN), outputs_are_arguments=outputs_are_arguments)
 
 
 def map_shared(fd: int, size: int) -> mmap.mmap:

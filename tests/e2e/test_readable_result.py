@@ -46,12 +46,22 @@ def test_an_exhausted_tuner_says_in_result_json_what_it_looked_for_and_what_to_e
     result = run.result
     assert result["stopping_reason"] == "provider_exhausted"
     detail = result["stopping_detail"]
-    assert detail.startswith("tune found no tunable knob in the incumbent: it looks for module-level upper-case "
-                             "integer constants named with BLOCK, TILE, GROUP, WARPS or STAGES"), detail
-    assert "to expose one, launch the kernel from this file as kernel[grid](..., BLOCK_SIZE=BLOCK_SIZE, " \
-           "num_warps=4) with a module-level BLOCK_SIZE = <int> constant" in detail
+    assert detail.startswith("tune found no tunable knob in the incumbent: it looked for module constants, launch "
+                             "arguments, wrapper assignments, triton.autotune, triton.heuristics, launch grids; "
+                             "found none"), detail
+    suggestion = ("launch the kernel from this file as kernel[grid](..., BLOCK_SIZE=BLOCK_SIZE, num_warps=4) with a "
+                  "module-level BLOCK_SIZE = <int> constant")
+    assert f"to expose one, {suggestion}" in detail
     assert result["report"]["stopping_detail"] == detail
-    assert json.loads((out_dir / "result.json").read_text())["stopping_detail"] == detail
+    written = json.loads((out_dir / "result.json").read_text())
+    assert written["stopping_detail"] == detail
+    # the whole explanation, not only the sentence: each place it looked, what it found there, the edit
+    explanation = written["provider_explanation"]["no_knob_found"]
+    assert [c["category"] for c in explanation["categories"]] == [
+        "module constants", "launch arguments", "wrapper assignments", "triton.autotune", "triton.heuristics",
+        "launch grids"]
+    assert all(c["found"] == [] and c["looked_for"] for c in explanation["categories"])
+    assert explanation["suggestions"] == [suggestion]
 
 
 def test_round_budget_detail_and_a_profile_list_printed_once(tmp_path, out_dir):

@@ -74,6 +74,9 @@ FAULTS = [
     Fault("exception_at_import", "build_failed", ("build failed: RuntimeError: fault: exception at import",)),
     Fault("exception_in_build", "build_failed", ("build raised RuntimeError: fault: exception in build",)),
     Fault("exception_in_verify", "incorrect", ("verify raised RuntimeError: fault: exception in verify",)),
+    Fault("out_of_resources_in_verify", "build_failed",
+          ("verify (case n256): build failed: OutOfResources: out of resource: shared memory, Required: 294912, "
+           "Hardware limit: 232448",)),
     Fault("exception_in_benchmark", "incorrect",
           ("benchmark (case n256) raised RuntimeError: fault: exception in benchmark",)),
     Fault("forged_reply_on_protocol_fd", "protocol_violation", ("during benchmark", "reply", "for command 2"), in_process=True),

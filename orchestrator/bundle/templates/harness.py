@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from sandbox_worker.harness_kit import checks, context, timing
+from sandbox_worker.harness_kit import checks, context, entry_point, timing
 from sandbox_worker.harness_kit.loader import load_kernel_module
 
 # template: render_harness (orchestrator/bundle/init_bundle.py) fills the ${...} fields of the module docstring,
@@ -130,6 +130,13 @@ def reference(*inputs: Any) -> Any:
         function(*inputs, *_as_tuple(outputs))
         return outputs
     return function(*inputs)
+
+
+# Verify and benchmark through the judge (sandbox_worker/judged/): on the CPU interpreter the candidate runs in
+# its own process and every check and the clock stay in the worker; on a GPU the functions below are used.
+JUDGE = entry_point.JudgedEntry(entry=ENTRY_POINT, kernel_name=str(MAIN_SCOPE or ENTRY_POINT), make_inputs=_inputs,
+                                reference=reference, compare=COMPARE, outputs_are_arguments=bool(OUTPUTS),
+                                verify_blocker=REFERENCE_TODO, failure_note=REFERENCE_NOTE)
 
 
 def verify(artifact: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:

@@ -61,6 +61,7 @@ class NoKnobFound(ProviderExhausted):
     def __init__(self, explanation: NoKnobExplanation) -> None:
         super().__init__(f"tune found no tunable knob in the incumbent: {explanation.summary()}")
         self.explanation = explanation
+        self.explanation_json = {"no_knob_found": explanation.to_json()}
 
 
 def _found(site: KnobSite) -> str:

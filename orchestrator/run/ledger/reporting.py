@@ -96,6 +96,16 @@ def profile_status(evaluation: Evaluation) -> str:
     return f"profiles_unavailable={quote(f'{counts}: ' + '; '.join(reasons), 600)}"
 
 
+def verdict_line(verdict_process: str | None) -> str:
+    """Where verify and benchmark run (docs/security.md): said once per run, after the baseline."""
+    if verdict_process == "judge":
+        return ("verdict process=judge reason='verify and benchmark run in the worker; each candidate runs in a "
+                "forked process of its own, stopped outside its calls'")
+    return ("verdict process=candidate reason='the harness calls the candidate in its own process (a GPU target, "
+            "or a harness without JUDGE): a hostile candidate can reach the checks and the clock; review "
+            "winners of untrusted generators (docs/security.md)'")
+
+
 def evaluation_line(experiment_id: str, role: str, evaluation: Evaluation) -> str:
     """One evaluation; the baseline's line (the first of a run) also says once which profilers are missing."""
     head = f"{experiment_id} {role} evaluation={evaluation.status.value}"
@@ -195,6 +205,7 @@ def rollback_failed_detail(revalidation: str, commits: list[CommitRecord]) -> st
 def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], baseline: Evaluation,
                  final: Evaluation | None, final_record: ExperimentRecord | None, winner_id: str,
                  stopping_reason: str, stopping_detail: str, exit_code: int, commits: list[CommitRecord],
+                 provider_explanation: dict | None = None,
                  commit_summary: str, best_path: Path, wall_seconds: float, output_dir: Path) -> RunResult:
     speedups = {row.case_id: row for row in final_record.comparisons} if final_record else {}
     workload = []
@@ -216,7 +227,7 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
     return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
                      stopping_detail=stopping_detail, winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
                      final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,
-                     output_dir=str(output_dir))
+                     output_dir=str(output_dir), provider_explanation=provider_explanation)
 
 
 # Profile lines are bottleneck-neutral: measured numbers and deltas, not a diagnosis.
