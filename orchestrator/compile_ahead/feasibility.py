@@ -1,0 +1,135 @@
+"""Feasible or not, and which resource says so; pruning the configs that can only be worse (pure).
+
+A config is infeasible when its compile for the target named a resource (ptxas out of registers, shared
+memory over the limit) or failed outright, or when its compiled figures exceed the device's limits
+(orchestrator/compile_ahead/limits.py). When compile ahead could not tell (the file did not import without a
+GPU, the compile timed out or crashed, the child could not isolate itself), the verdict is `unknown` and the
+config goes to a GPU worker as before: only a measured excess keeps a config off the GPU.
+
+Pruning: tile sizes and pipeline stages only add shared memory and registers, so a config at least as large
+in each of them as an infeasible one, with its other settings the same, is infeasible for the same resource.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from enum import Enum
+
+from orchestrator.compile_ahead.limits import DeviceLimits
+from orchestrator.compile_ahead.models import (
+    COMPILE,
+    REGISTERS,
+    SHARED_MEMORY,
+    THREADS,
+    CompileOutcome,
+    Frozen,
+    ResourceProblem,
+    ResourceReport,
+)
+
+# A knob is resource-increasing when its name says it sizes a block or tile, or counts pipeline stages.
+INCREASING_NAME = re.compile(r"BLOCK|TILE|STAGES", re.IGNORECASE)
+NOT_A_SIZE = re.compile(r"^NUM_(?!STAGES)|_NUM$|GROUP", re.IGNORECASE)  # NUM_BLOCKS counts programs
+# Resources whose excess grows with every resource-increasing knob; a failed compile or a missing source
+# says nothing about a neighbour.
+PRUNABLE = frozenset({SHARED_MEMORY, REGISTERS, THREADS})
+UNUSABLE_OUTCOMES = {
+    CompileOutcome.SOURCE_FAILED: "the file did not import in the compile child",
+    CompileOutcome.TIMEOUT: "the compile ran past its deadline",
+    CompileOutcome.CRASHED: "the compile child died",
+    CompileOutcome.REFUSED: "the compile child could not isolate itself",
+}
+
+
+class Verdict(str, Enum):
+    FEASIBLE = "feasible"
+    INFEASIBLE = "infeasible"
+    UNKNOWN = "unknown"  # compile ahead could not tell; a GPU worker decides, as without it
+
+
+class Feasibility(Frozen):
+    verdict: Verdict
+    resource: str | None = None  # the resource an infeasible config exceeds (models.RESOURCES)
+    reason: str
+
+    @property
+    def infeasible(self) -> bool:
+        return self.verdict is Verdict.INFEASIBLE
+
+
+def limit_problems(limits: DeviceLimits, *, shared_bytes: int | None, registers_per_thread: int | None,
+                   num_warps: int | None, max_threads_per_block: int | None) -> list[ResourceProblem]:
+    """Every limit the compiled figures exceed, each with its numbers."""
+    problems: list[ResourceProblem] = []
+    if shared_bytes is not None and shared_bytes > limits.shared_memory_per_block:
+        problems.append(ResourceProblem(resource=SHARED_MEMORY, message=(
+            f"shared memory {shared_bytes} B > {limits.shared_memory_per_block} B limit ({limits.sm})")))
+    if registers_per_thread is not None and registers_per_thread > limits.max_registers_per_thread:
+        problems.append(ResourceProblem(resource=REGISTERS, message=(
+            f"registers {registers_per_thread} per thread > {limits.max_registers_per_thread} limit ({limits.sm})")))
+    if num_warps is not None:
+        threads = num_warps * limits.warp_size
+        allowed = limits.max_threads_per_block if max_threads_per_block is None else max_threads_per_block
+        if threads > allowed:
+            because = (f" at {registers_per_thread} registers per thread" if registers_per_thread is not None
+                       and allowed < limits.max_threads_per_block else "")
+            problems.append(ResourceProblem(resource=THREADS, message=(
+                f"threads {threads} per block > {allowed} allowed{because} ({limits.sm})")))
+    return problems
+
+
+def judge(report: ResourceReport) -> Feasibility:
+    """The verdict on one report: the first problem it names decides, an unusable outcome is `unknown`."""
+    if report.outcome in UNUSABLE_OUTCOMES:
+        why = UNUSABLE_OUTCOMES[report.outcome]
+        detail = f": {report.detail.splitlines()[0]}" if report.detail.strip() else ""
+        return Feasibility(verdict=Verdict.UNKNOWN, reason=f"{why}{detail}")
+    if report.problems:
+        first = report.problems[0]
+        return Feasibility(verdict=Verdict.INFEASIBLE, resource=first.resource, reason=first.message)
+    if report.outcome is not CompileOutcome.COMPILED:
+        return Feasibility(verdict=Verdict.INFEASIBLE, resource=COMPILE,
+                           reason=f"compile ended {report.outcome.value} without a named resource")
+    spills = report.spill_store_bytes or 0
+    note = f"; spills {spills} B per thread" if spills else ""
+    occupancy = report.occupancy
+    blocks = (f", {occupancy.blocks_per_sm} block{'' if occupancy.blocks_per_sm == 1 else 's'} per SM "
+              f"({occupancy.limited_by})" if occupancy else "")
+    return Feasibility(verdict=Verdict.FEASIBLE, reason=(
+        f"within {report.target.limits.sm} limits: {report.shared_memory_bytes} B shared, "
+        f"{report.registers_per_thread} registers{blocks}{note}"))
+
+
+def is_resource_knob(name: str) -> bool:
+    """Block and tile sizes and pipeline stages: a larger value never needs fewer resources."""
+    return bool(INCREASING_NAME.search(name)) and not NOT_A_SIZE.search(name)
+
+
+def is_neighbour(infeasible: Mapping[str, int], candidate: Mapping[str, int]) -> bool:
+    """`candidate` is at least as large as `infeasible` in every resource-increasing knob it names, and equal
+    in its other knobs. Only the knobs `infeasible` names are compared; a candidate lacking one is not a
+    neighbour (it is a different kind of config)."""
+    for name, value in infeasible.items():
+        if name not in candidate:
+            return False
+        if is_resource_knob(name):
+            if candidate[name] < value:
+                return False
+        elif candidate[name] != value:
+            return False
+    return True
+
+
+def prune_neighbours(infeasible: Mapping[str, int], candidates: Sequence[Mapping[str, int]], *,
+                     resource: str | None = SHARED_MEMORY) -> list[Mapping[str, int]]:
+    """The candidates that are not neighbours of `infeasible` "in the same direction", in their order.
+
+    `resource` is what made `infeasible` infeasible: pruning applies to shared memory, registers and threads
+    only; for anything else (a compile error, an unknown verdict) every candidate is kept. To compare
+    across a knob that does not matter for the resource (say `num_warps` for shared memory), leave it out
+    of `infeasible`.
+    """
+    if resource not in PRUNABLE:
+        return list(candidates)
+    return [candidate for candidate in candidates if not is_neighbour(infeasible, candidate)]
