@@ -51,6 +51,7 @@ from orchestrator.compile_ahead.feasibility import (
     is_resource_knob,
     judge,
     prune_neighbours,
+    pruning_knobs,
 )
 from orchestrator.compile_ahead.limits import LIMITS, DeviceLimits, limits_for
 from orchestrator.compile_ahead.models import (
@@ -75,4 +76,4 @@ __all__ = ["LIMITS", "RESOURCES", "CompileJob", "CompileOutcome", "CompileTarget
            "Feasibility", "InfeasibleEntry", "InfeasibleStore", "KernelSignature", "Occupancy", "ResourceProblem",
            "ResourceReport", "SignatureError", "StoreCorrupt", "TensorArg", "Verdict", "compile_configs",
            "compile_configs_sync", "is_neighbour", "is_resource_knob", "judge", "kernel_scope", "limits_for",
-           "max_threads_per_block", "occupancy", "prune_neighbours", "signature_from_launch"]
+           "max_threads_per_block", "occupancy", "prune_neighbours", "pruning_knobs", "signature_from_launch"]

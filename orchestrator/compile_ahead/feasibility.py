@@ -34,6 +34,9 @@ NOT_A_SIZE = re.compile(r"^NUM_(?!STAGES)|_NUM$|GROUP", re.IGNORECASE)  # NUM_BL
 # Resources whose excess grows with every resource-increasing knob; a failed compile or a missing source
 # says nothing about a neighbour.
 PRUNABLE = frozenset({SHARED_MEMORY, REGISTERS, THREADS})
+# Knobs that leave shared memory alone: more warps split the same pipelined tiles among more threads (equal
+# shared memory at 4 and 8 warps in tests/compile_ahead/test_compile.py), maxnreg caps registers only.
+SHARED_MEMORY_NEUTRAL = frozenset({"num_warps", "maxnreg"})
 UNUSABLE_OUTCOMES = {
     CompileOutcome.SOURCE_FAILED: "the file did not import in the compile child",
     CompileOutcome.TIMEOUT: "the compile ran past its deadline",
@@ -121,15 +124,23 @@ def is_neighbour(infeasible: Mapping[str, int], candidate: Mapping[str, int]) ->
     return True
 
 
+def pruning_knobs(knobs: Mapping[str, int], resource: str | None) -> dict[str, int]:
+    """The knobs of a config infeasible for `resource` that a neighbour must match or exceed: all of them,
+    less those that cannot change shared memory when that is the resource."""
+    if resource == SHARED_MEMORY:
+        return {name: value for name, value in knobs.items() if name not in SHARED_MEMORY_NEUTRAL}
+    return dict(knobs)
+
+
 def prune_neighbours(infeasible: Mapping[str, int], candidates: Sequence[Mapping[str, int]], *,
                      resource: str | None = SHARED_MEMORY) -> list[Mapping[str, int]]:
     """The candidates that are not neighbours of `infeasible` "in the same direction", in their order.
 
-    `resource` is what made `infeasible` infeasible: pruning applies to shared memory, registers and threads
-    only; for anything else (a compile error, an unknown verdict) every candidate is kept. To compare
-    across a knob that does not matter for the resource (say `num_warps` for shared memory), leave it out
-    of `infeasible`.
+    `resource` is what made `infeasible` infeasible: pruning applies to shared memory (whatever the warps),
+    registers and threads (same warps) only; for anything else (a compile error, an unknown verdict) every
+    candidate is kept. To compare across another knob, leave it out of `infeasible`.
     """
     if resource not in PRUNABLE:
         return list(candidates)
-    return [candidate for candidate in candidates if not is_neighbour(infeasible, candidate)]
+    compared = pruning_knobs(infeasible, resource)
+    return [candidate for candidate in candidates if not is_neighbour(compared, candidate)]

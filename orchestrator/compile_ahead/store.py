@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
-from orchestrator.compile_ahead.feasibility import PRUNABLE, Feasibility, is_neighbour
+from orchestrator.compile_ahead.feasibility import PRUNABLE, Feasibility, is_neighbour, pruning_knobs
 from orchestrator.compile_ahead.models import Frozen
 
 
@@ -34,7 +34,7 @@ class InfeasibleEntry(Frozen):
             return False
         if dict(knobs) == self.knobs:
             return True
-        return self.resource in PRUNABLE and is_neighbour(self.knobs, knobs)
+        return self.resource in PRUNABLE and is_neighbour(pruning_knobs(self.knobs, self.resource), knobs)
 
 
 class StoreCorrupt(ValueError):

@@ -142,6 +142,12 @@ def test_knobs_named_in_the_infeasible_config_must_match_when_they_do_not_grow_r
     assert prune_neighbours(registers_bound, candidates, resource="registers") == [candidates[1]]
 
 
+def test_shared_memory_prunes_across_warps_and_maxnreg():
+    infeasible = {**INFEASIBLE, "num_warps": 8, "maxnreg": 128}
+    candidates = [config(256, 256, 64, 4, warps=4), config(256, 256, 64, 4, warps=16), config(128, 256, 64, 4)]
+    assert prune_neighbours(infeasible, candidates, resource="shared memory") == [candidates[2]]
+
+
 def test_a_candidate_without_one_of_the_knobs_is_kept():
     assert prune_neighbours(INFEASIBLE, [{"BLOCK_M": 512, "BLOCK_N": 512}]) == [{"BLOCK_M": 512, "BLOCK_N": 512}]
 

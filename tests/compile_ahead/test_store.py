@@ -35,8 +35,16 @@ def test_a_later_run_skips_the_config_and_its_larger_neighbours_only(tmp_path):
     assert later.blocking(SCOPE, HUGE).reason == OVER_SHARED.reason
     assert later.blocking(SCOPE, {**HUGE, "BLOCK_K": 128}) is not None
     assert later.blocking(SCOPE, {**HUGE, "num_stages": 3}) is None
-    assert later.blocking(SCOPE, {**HUGE, "num_warps": 4}) is None  # recorded with num_warps: it must match
+    assert later.blocking(SCOPE, {**HUGE, "num_warps": 4}) is not None  # warps do not change shared memory
     assert later.blocking("matmul_kernel:fedcba9876543210:cuda:sm_90", HUGE) is None
+
+
+def test_a_register_excess_blocks_larger_neighbours_at_the_same_warps_only(tmp_path):
+    store = InfeasibleStore(tmp_path / "infeasible.jsonl")
+    store.record(SCOPE, HUGE, Feasibility(verdict=Verdict.INFEASIBLE, resource="registers",
+                                          reason="registers: ptxas Insufficient registers (40)"))
+    assert store.blocking(SCOPE, {**HUGE, "BLOCK_N": 512}) is not None
+    assert store.blocking(SCOPE, {**HUGE, "num_warps": 16}) is None
 
 
 def test_a_compile_error_blocks_only_its_own_config(tmp_path):
