@@ -9,7 +9,7 @@ from pydantic import Field
 
 from protocol.base import StrictModel
 from protocol.outcome import ExitCode, StoppingReason
-from protocol.worker import PidNamespace
+from protocol.worker import PidNamespace, ScreenedVariant
 
 
 class EvaluationStatus(str, Enum):
@@ -89,6 +89,7 @@ class Evaluation(StrictModel):
     cases: list[CaseMeasurement] = Field(default_factory=list)
     worker: WorkerRecord = Field(default_factory=WorkerRecord)
     seed: int = 0
+    screening: list[ScreenedVariant] | None = None  # a screening worker's ranking input (never a verdict)
 
     def case(self, case_id: str) -> CaseMeasurement | None:
         return next((c for c in self.cases if c.case_id == case_id), None)

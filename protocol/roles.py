@@ -14,6 +14,7 @@ class Role(str, Enum):
     COMMIT_REVALIDATION = "commit_revalidation"  # verify-only check of a merged source before a commit
     DIAGNOSTIC = "diagnostic"  # intra-kernel instrumentation: never benchmarked, decided on or committed
     VALIDATE = "validate"  # a preflight worker of `tlx-agent validate` or optimize's built-in preflight
+    SCREENING = "screening"  # many variants briefly timed in one worker, to rank them; never decides
 
     @property
     def decides(self) -> bool:

@@ -73,12 +73,30 @@ class ProfileCommand(StrictModel):
     seed: int
 
 
+class ScreenVariant(StrictModel):
+    variant_id: str = Field(max_length=100)
+    kernel_path: str
+
+
+class ScreenCommand(StrictModel):
+    """Screening: build, verify and briefly time many variants of one source in this one worker, to rank
+    them; the full evaluation of the best few is what decides (orchestrator/run/screening.py)."""
+
+    kind: Literal["screen"] = "screen"
+    command_id: int
+    variants: list[ScreenVariant] = Field(min_length=1, max_length=256)
+    cases: list[dict[str, Any]] = Field(min_length=1)
+    seconds_per_case: float = Field(gt=0.0, le=60.0)
+    repetitions: int = Field(ge=1)
+    seed: int
+
+
 class ShutdownCommand(StrictModel):
     kind: Literal["shutdown"] = "shutdown"
 
 
 WorkerCommand = Annotated[
-    SetupCommand | BuildCommand | VerifyCommand | BenchmarkCommand | ProfileCommand | ShutdownCommand,
+    SetupCommand | BuildCommand | VerifyCommand | BenchmarkCommand | ProfileCommand | ScreenCommand | ShutdownCommand,
     Field(discriminator="kind"),
 ]
 
@@ -131,7 +149,7 @@ class FailureEvent(StrictModel):
 
     kind: Literal["failure"]
     command_id: int | None
-    phase: Literal["setup", "build", "verify", "benchmark", "profile"]
+    phase: Literal["setup", "build", "verify", "benchmark", "profile", "screen"]
     error_type: str = Field(max_length=200)
     message: str = Field(max_length=MAX_TEXT)
     traceback: str = Field(default="", max_length=MAX_TEXT)
@@ -167,6 +185,20 @@ class VerifyValue(StrictModel):
     passed: bool
     diagnostics: str = Field(default="", max_length=MAX_TEXT)
     metrics: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScreenedVariant(StrictModel):
+    """One variant's screening: `ok` with its median per case, or why it dropped out."""
+
+    variant_id: str = Field(max_length=100)
+    status: Literal["ok", "build_failed", "incorrect", "failed"]
+    reason: str = Field(default="", max_length=2000)
+    medians_us: dict[str, Annotated[float, Field(gt=0.0, lt=1e12, allow_inf_nan=False)]] = Field(default_factory=dict)
+    samples: dict[str, int] = Field(default_factory=dict)
+
+
+class ScreenValue(StrictModel):
+    variants: list[ScreenedVariant]
 
 
 class BenchmarkValue(StrictModel):

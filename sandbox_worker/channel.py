@@ -29,6 +29,9 @@ class Channel:
         os.set_inheritable(fd, False)  # children (ncu, compilers) must not inherit the protocol
         return cls(socket.socket(fileno=fd))
 
+    def close(self) -> None:
+        self._sock.close()
+
     @property
     def fileno(self) -> int:
         return self._sock.fileno()

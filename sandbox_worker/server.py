@@ -205,18 +205,39 @@ class Worker:
         self._run(command, "benchmark", lambda: normalize_benchmark(
             self.harness.benchmark(self.artifact, command["case"], repetitions)))  # type: ignore[union-attr]
 
+    def on_screen(self, command: dict[str, Any]) -> None:
+        from sandbox_worker.screening import InProcessSteps, screen_variants
+
+        if self.judge is not None:
+            judge = self.judge
+
+            def steps_for(kernel_path: str) -> Any:  # a fresh candidate process per variant
+                return judge.for_variant(kernel_path)
+        else:
+            def steps_for(kernel_path: str) -> Any:
+                return InProcessSteps(self.harness, self.target, kernel_path)
+
+        self._run(command, "screen", lambda: screen_variants(
+            steps_for, command["variants"], command["cases"], seconds_per_case=float(command["seconds_per_case"]),
+            repetitions=int(command["repetitions"]), seed=int(command["seed"])))
+
     def on_profile(self, command: dict[str, Any]) -> None:
         from sandbox_worker.profiling import run_profile
 
         if self.judge is not None:
-            self._run(command, "profile", lambda: dict(JUDGED_PROFILE))
+            self._run(command, "profile", _judged_profile)
             return
         self._run(command, "profile", lambda: run_profile(self.harness, self.artifact, command["case"], command["request"]))
 
 
-# What a profile request gets in judged mode: the profilers need the candidate's launches in this process.
-JUDGED_PROFILE = {"available": False, "diagnostics": [
-    "judged mode (CPU interpreter): the candidate runs in its own process; Proton and NCU profile GPU targets"]}
+def _judged_profile() -> dict[str, Any]:
+    """What a profile request gets in judged mode (a CPU target): there is no GPU launch to profile."""
+    from sandbox_worker.harness_kit.device import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason() or "a CPU target: there is no GPU launch to profile"
+    return {"available": False, "diagnostics": [f"{reason} (judged mode: the candidate runs in its own process)"]}
+
+
 RELAYED_CATEGORIES = ("exception", "resource_limit", "sandbox_violation", "build")
 
 

@@ -64,6 +64,7 @@ def build_config(args: argparse.Namespace, argv: list[str]) -> RunConfig:
         commit_message=args.commit_message, commit_winner=args.commit_winner, prior_run=_absolute(args.prior_run),
         isolation=args.isolation, schedule=args.schedule, confirm_pairs=args.confirm_runs,
         worker_python=args.worker_python,
+        worker_start=args.worker_start,
         data_limit_bytes=int(args.data_limit_gib * (1 << 30)) if args.data_limit_gib else None,
         confidence=args.confidence, debug=args.debug, bundle_lock=_absolute(args.bundle_lock),
         skip_validation=args.skip_validation, argv=["tlx-agent", *argv])

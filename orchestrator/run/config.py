@@ -36,6 +36,9 @@ class RunConfig:
     schedule: str = "aba"
     confirm_pairs: int = 2  # extra candidate/incumbent pairs when only the noise gate fails
     worker_python: str = sys.executable
+    # "forkserver": workers forked by a per-run server that imported torch and triton once
+    # (sandbox_worker/forkserver.py); "fresh": a new interpreter per worker
+    worker_start: Literal["fresh", "forkserver"] = "fresh"
     data_limit_bytes: int | None = None
     confidence: float = 0.99
     debug: bool = False

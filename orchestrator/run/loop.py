@@ -7,6 +7,7 @@ decides, and the ledger (`run/ledger/`) writes every record.
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 import uuid
@@ -32,9 +33,11 @@ from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
 from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.ledger.manifest import run_manifest
+from orchestrator.run.screening import Screener
 from orchestrator.run.side_by_side import SideBySide
 from orchestrator.run.state import Incumbent, RunAborted, RunState
 from orchestrator.source_digest import normalized_digest, raw_digest
+from orchestrator.worker.forkserver import make_spawner
 from orchestrator.worker.process import Spawner
 from orchestrator.worker.process_tree import become_subreaper
 from protocol.outcome import ExitCode, StoppingReason
@@ -66,6 +69,7 @@ class OptimizationRun:
         self.prior_evidence = prior_evidence
         self.evaluator: Evaluator | None = None
         self.side_by_side: SideBySide | None = None
+        self.screener: Screener | None = None  # set once the rounds start (the tuner screens families)
 
     # ---- phases ---------------------------------------------------------------------------------
 
@@ -74,6 +78,17 @@ class OptimizationRun:
         become_subreaper()
         state = RunState(run_id=uuid.uuid4().hex[:12], started=time.monotonic(),
                          deadline=trio.current_time() + budget.max_total_seconds)
+        if self.spawner is not None or self.config.worker_start == "fresh":
+            return await self.run_phases(state)
+        # warm workers: the fork server imports torch and triton while the bundle is frozen and validated
+        async with make_spawner("forkserver", parent_env=dict(os.environ), scratch=self.artifacts.root / "forkserver",
+                                target_environment=self.inputs.target.environment, python=self.config.worker_python,
+                                log_path=self.artifacts.root / "forkserver.log", notify=self.log.event) as spawner:
+            self.spawner = spawner
+            return await self.run_phases(state)
+
+    async def run_phases(self, state: RunState) -> RunResult:
+        budget = self.config.budget
         self.freeze(state)
         self.commit_step.prepare(self.inputs.kernel_source)
         baseline = await self.run_baseline(state)
@@ -143,6 +158,8 @@ class OptimizationRun:
 
     async def run_rounds(self, state: RunState, incumbent: Incumbent, baseline: Evaluation,
                          deadline: float) -> Incumbent:
+        assert self.evaluator is not None
+        self.screener = Screener(self.evaluator, state, deadline)
         for round_index in range(1, self.config.budget.max_rounds + 1):
             if not self.next_candidate_fits(state, deadline):
                 return incumbent
@@ -195,7 +212,8 @@ class OptimizationRun:
             history=tuple(state.experiments), excluded_digests=frozenset(state.seen_digests) | self.prior_digests,
             reference_kernel_excerpt=reference[:4000] if reference else None, prior_evidence=self.prior_evidence,
             workspace_root=self.artifacts.root / "provider_workspaces",
-            deadline_seconds=max(1.0, min(self.config.budget.max_candidate_seconds, deadline - trio.current_time())))
+            deadline_seconds=max(1.0, min(self.config.budget.max_candidate_seconds, deadline - trio.current_time())),
+            extra={"screen": self.screener.screen} if self.screener is not None else {})
 
     async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int,
                             baseline: Evaluation, deadline: float) -> list[tuple[str, int, Proposal | Exception]]:

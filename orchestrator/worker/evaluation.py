@@ -1,4 +1,5 @@
-"""One evaluation = one fresh worker: setup -> build -> verify every case -> benchmark -> profile.
+"""One evaluation = one fresh worker: setup -> build -> verify every case -> benchmark -> profile (or screen).
+Long because: every phase shares one session, its deadlines and its failure-to-status mapping.
 
 Every phase has its own deadline inside the evaluation's deadline; whatever happens, the evaluation
 ends in exactly one `EvaluationStatus` with a one-line reason, and the worker's whole process tree is
@@ -47,6 +48,8 @@ from protocol.worker import (
     ProfileCommand,
     ReadyEvent,
     ReplyEvent,
+    ScreenCommand,
+    ScreenValue,
     SetupCommand,
     ShutdownCommand,
     VerifyCommand,
@@ -80,6 +83,7 @@ class EvaluationPlan:
     seed: int = field(default_factory=lambda: secrets.randbelow(2**31))
     log_limit_bytes: int = 1 << 20
     environment: dict[str, str] | None = None
+    screen: ScreenCommand | None = None  # screening: this one command instead of build/verify/benchmark
 
 
 def sandbox_for(mode: Literal["strict", "standard", "off"], work_dir: Path, profile_dir: Path | None, *,
@@ -234,6 +238,11 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
     evaluation.worker.pid_namespace = ready.pid_namespace
     evaluation.worker.verdict_process = ready.verdict_process
 
+    if plan.screen is not None:
+        await _screen(plan.screen, session, evaluation)
+        await _shutdown(plan, session)
+        return
+
     session.phase = "build"
     reply = await session.call(BuildCommand, "build")
     if isinstance(reply, FailureEvent):
@@ -308,6 +317,23 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
                 measurement.profile = {**reply.value, "request": request.model_dump()}
                 measurement.phase_seconds["profile"] = reply.seconds
 
+    await _shutdown(plan, session)
+
+
+async def _screen(command: ScreenCommand, session: _Session, evaluation: Evaluation) -> None:
+    session.phase = "screen"
+    fields = command.model_dump(exclude={"kind", "command_id"})
+    reply = await session.call(ScreenCommand, f"screening of {len(command.variants)} variant(s)", **fields)
+    if isinstance(reply, FailureEvent):
+        raise _Stop(_failure_status(reply) or EvaluationStatus.CRASHED, _failure_reason("screen", reply))
+    value = _validated(ScreenValue, reply.value, "screen")
+    expected = [v.variant_id for v in command.variants]
+    if [v.variant_id for v in value.variants] != expected:
+        raise ProtocolViolation("screen reply names other variants than the command, or another order")
+    evaluation.screening = value.variants
+
+
+async def _shutdown(plan: EvaluationPlan, session: _Session) -> None:
     await session.connection.ensure_quiet("shutdown")
     session.phase = "shutdown"
     await session.connection.send(ShutdownCommand())

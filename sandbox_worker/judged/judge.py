@@ -71,15 +71,21 @@ class Judge:
     slot_views: list[tuple[list[Any], list[Any]]] = field(default_factory=list)
     next_slot: int = 0
     buffer: Any = None
+    writable_dirs: list[str] | None = None
 
     @classmethod
     def start(cls, spec: Any, target: dict[str, Any], kernel_path: str, *, writable_dirs: list[str] | None,
               own_pid_namespace: bool) -> Judge:
-        return cls(spec=spec, target=target, kernel_path=kernel_path,
+        return cls(spec=spec, target=target, kernel_path=kernel_path, writable_dirs=writable_dirs,
                    process=CandidateProcess.fork(writable_dirs, own_pid_namespace))
 
     def close(self) -> None:
         self.process.close()
+
+    def for_variant(self, kernel_path: str) -> Judge:
+        """A judge of the same harness for another source, with a candidate process of its own (screening)."""
+        return Judge.start(self.spec, self.target, kernel_path, writable_dirs=self.writable_dirs,
+                           own_pid_namespace=self.process.own_pid_namespace)
 
     # ---- the harness contract ------------------------------------------------------------------------
 

@@ -170,6 +170,9 @@ class CandidateProcess:
         if self.exit_description is None:
             self.kill()
             self.exit_description = "stopped by the judge"
+        self.channel.close()
+        with contextlib.suppress(OSError):
+            os.close(self.memfd)
 
 
 def _signal(pid: int, number: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -43,6 +44,12 @@ def test_tuner_finds_a_faster_vector_add_configuration(out_dir):
     assert_tuner_found_faster(run, VECTOR_ADD, out_dir)
     best = (out_dir / "best_kernel.py").read_text()
     assert int(re.search(r"^BLOCK_SIZE = (\d+)", best, re.MULTILINE).group(1)) > 64
+    # the first proposals come from a screened family: one worker timed the incumbent and its variants
+    screened = [json.loads(line) for line in (out_dir / "screening.jsonl").read_text().splitlines()]
+    assert screened[0]["label"] == "incumbent (control)" and screened[0]["status"] == "ok"
+    assert len(screened) >= 3 and all(line["screen_id"] == "s001" for line in screened[:3])
+    first = run.experiment("r001-c000")
+    assert first["metadata"]["hypothesis"].startswith("joint search over the knobs")
 
 
 @pytest.mark.parametrize("example", ["softmax", "matmul"])

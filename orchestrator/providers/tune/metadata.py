@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from orchestrator.providers.tune.grid import programs_phrase, scaling_words
 from orchestrator.providers.tune.knobs import DOWN, UP, Knob
+from orchestrator.providers.tune.search import Screened
 from orchestrator.text import one_line
 
 # (kind, direction): (why, expected effect). Block and tile sizes here are ones the launch grid divides by.
@@ -153,4 +154,22 @@ def _paired_metadata(knob: Knob, value: int, paired: tuple[Knob, int], bottlenec
             f"{_rationale(knob, UP)[1]} without fewer warps per element; lower median latency on the "
             "dominant case", 240),
         "risk": one_line(f"{_risk(knob, UP)}; more warps also raise per-program synchronization", 240),
+    }
+
+
+def screened_metadata(screened: Screened, bottleneck: str) -> dict[str, str]:
+    """Metadata of a configuration the joint search screened faster than the incumbent in one worker."""
+    changes = screened.screen_label
+    cases = sorted(screened.control_medians_us)
+    evidence = "; ".join(f"{case}: median {screened.medians_us[case]:.1f} us vs incumbent "
+                         f"{screened.control_medians_us[case]:.1f} us" for case in cases[:4])
+    speedup = 1 / screened.relative
+    return {
+        "hypothesis": one_line(f"joint search over the knobs ({bottleneck} bottleneck): of {screened.family_size} "
+                               f"configurations screened side by side in one worker ({screened.ok_count} built and "
+                               f"verified), this one ran {speedup:.2f}x as fast as the incumbent", 300),
+        "evidence": one_line(f"screening: {evidence}", 400),
+        "change": one_line(f"set {changes}", 300),
+        "expected_effect": one_line(f"about {speedup:.2f}x on the screened cases (geometric mean)", 200),
+        "risk": "screening timed each case briefly (0.3 s); the A/B/A gate and revalidation decide",
     }

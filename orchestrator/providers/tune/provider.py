@@ -8,8 +8,9 @@ from orchestrator.providers.contract import validate_proposal
 from orchestrator.providers.prompt import evidence_terms
 from orchestrator.providers.tune.explain import NoKnobFound, explain_missing_knobs
 from orchestrator.providers.tune.knobs import tunable_knobs
-from orchestrator.providers.tune.metadata import proposal_metadata
-from orchestrator.providers.tune.policy import Attempt, attempt_of, learn, rank_moves
+from orchestrator.providers.tune.metadata import proposal_metadata, screened_metadata
+from orchestrator.providers.tune.policy import Attempt, attempt_of, learn, rank_moves, source_digests
+from orchestrator.providers.tune.search import FamilySearch, family_size_for
 
 
 class TuneProvider:
@@ -20,11 +21,15 @@ class TuneProvider:
 
     def __init__(self) -> None:
         self._attempts: list[Attempt] = []
+        self._search = FamilySearch()
 
     async def propose(self, context: ProposalContext) -> Proposal:
         knobs = tunable_knobs(context.incumbent_source)
         if not knobs:
             raise NoKnobFound(explain_missing_knobs(context.incumbent_source))
+        screened = await self._screened(context, knobs)
+        if screened is not None:
+            return screened
         lessons = learn(self._attempts, context)
         bottleneck, bottleneck_evidence = classify_bottleneck(context.incumbent_evaluation)
         moves = rank_moves(context, knobs, lessons, bottleneck)
@@ -43,6 +48,26 @@ class TuneProvider:
         )
         self._attempts.append(attempt_of(best, context.round_index, context.incumbent_id))
         return proposal
+
+    async def _screened(self, context: ProposalContext, knobs: list) -> Proposal | None:
+        """The joint search's next screened configuration (orchestrator/providers/tune/search.py), when the
+        run offers screening and the search is not spent; None hands over to the single-knob policy."""
+        screen = context.extra.get("screen")
+        if screen is None or self._search.spent:
+            return None
+        excluded = context.excluded_digests
+
+        def seen(source: str) -> bool:
+            return bool(source_digests(source) & excluded)
+
+        screened = await self._search.next_screened(
+            knobs, context.incumbent_source, screen, excluded=seen,
+            family_size=family_size_for(dict(context.target.environment), context.target.backend))
+        if screened is None:
+            return None
+        bottleneck, _ = classify_bottleneck(context.incumbent_evaluation)
+        return validate_proposal(screened.source, screened_metadata(screened, bottleneck), context.incumbent_source,
+                                 evidence_terms=evidence_terms(context))
 
     async def aclose(self) -> None:
         return None

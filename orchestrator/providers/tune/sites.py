@@ -1,5 +1,6 @@
 """One libcst scan of a kernel file: where real Triton code sets each launch parameter (`discovery` turns
 what it finds into `KnobSite`s; `edits` replaces the very nodes it found).
+Long because: one scan follows every launch back through the wrapper, autotune lists, heuristics and grids.
 
 It follows every launch `kernel[grid](...)` (and `kernel.warmup(...)`) back to where each tunable value is
 set: a literal or an expression at the launch (keywords, and constexprs passed by position), the wrapper's

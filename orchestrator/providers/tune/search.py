@@ -1,0 +1,177 @@
+"""Joint search with screening: optuna's TPE proposes families of configurations over every knob at once,
+one screening worker ranks a family against the incumbent (its control, timed in the same worker), and the
+fastest few go to the promotion gate one at a time.
+
+Why optuna: the grid's best matmul differs from the baseline in all six knobs, which one knob at a time
+climbs to slowly or not at all; TPE (a well-kept library's sampler) models the measured configurations
+and samples the next family where they were fast, across knobs jointly. Screening results are its
+observations: each value is the variant's time relative to the incumbent in the same worker (geometric
+mean over cases), chained to the first incumbent's scale, so families screened around later incumbents
+stay comparable. A variant that fails to build or verify is a failed trial, which TPE avoids. A family
+that yields nothing at least `MIN_SCREEN_GAIN` faster than its control counts as fruitless; after
+`MAX_FRUITLESS_FAMILIES` in a row the direction is spent and the single-knob policy takes over.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.providers.tune.edits import EditError
+from orchestrator.providers.tune.knobs import Knob, apply_knobs
+
+FAMILY_SIZE_GPU = 16
+FAMILY_SIZE_INTERPRETER = 6  # interpreted calls take milliseconds to seconds: a smaller family
+PROMOTE_PER_FAMILY = 3
+MIN_SCREEN_GAIN = 0.03
+MAX_FRUITLESS_FAMILIES = 2
+ASK_ATTEMPTS_PER_SLOT = 8  # TPE may ask again for a configuration already measured
+
+Screen = Callable[[list[tuple[str, str]]], Awaitable[list[Any]]]  # orchestrator/run/screening.py Screener.screen
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A configuration that screened faster than its control: proposed to the gate later."""
+
+    config: tuple[tuple[str, int], ...]
+    source: str
+    relative: float  # its median relative to the control's in the same worker (geometric mean over cases)
+    scale_value: float  # `relative` chained to the first incumbent's scale
+    screen_label: str
+    medians_us: dict[str, float]
+    control_medians_us: dict[str, float]
+    family_size: int
+    ok_count: int
+
+
+@dataclass
+class FamilySearch:
+    seed: int = 0
+    study: Any = None
+    keys: tuple[str, ...] = ()
+    values: dict[tuple[tuple[str, int], ...], float] = field(default_factory=dict)  # config -> chained value
+    queue: list[Screened] = field(default_factory=list)
+    fruitless: int = 0
+    families: int = 0
+
+    @property
+    def spent(self) -> bool:
+        return self.fruitless >= MAX_FRUITLESS_FAMILIES
+
+    async def next_screened(self, knobs: list[Knob], incumbent_source: str, screen: Screen, *, family_size: int,
+                            excluded: Callable[[str], bool]) -> Screened | None:
+        """The next configuration to propose, screening a new family when the queue is empty; None when the
+        search is spent or screening is unavailable."""
+        incumbent = _config(knobs)
+        while not self.spent:
+            current = self.values.get(incumbent)
+            while self.queue:
+                candidate = self.queue.pop(0)
+                if excluded(candidate.source):
+                    continue
+                if current is not None and candidate.scale_value >= current * (1 - MIN_SCREEN_GAIN):
+                    continue  # screened against an earlier incumbent and no faster than the present one
+                return candidate
+            screened = await self._screen_family(knobs, incumbent, incumbent_source, screen, family_size, excluded)
+            if screened is None:
+                return None
+        return None
+
+    async def _screen_family(self, knobs: list[Knob], incumbent: tuple[tuple[str, int], ...], source: str,
+                             screen: Screen, size: int, excluded: Callable[[str], bool]) -> bool | None:
+        import optuna
+        from optuna.distributions import CategoricalDistribution
+        from optuna.trial import TrialState
+
+        keys = tuple(sorted(k.key for k in knobs))
+        domains = {k.key: CategoricalDistribution(list(k.domain)) for k in knobs}
+        if self.study is None or keys != self.keys:
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            sampler = optuna.samplers.TPESampler(seed=self.seed, multivariate=True, constant_liar=True,
+                                                 n_startup_trials=max(4, size // 2))
+            self.study = optuna.create_study(direction="minimize", sampler=sampler)
+            self.keys, self.values = keys, {}
+        self.study.enqueue_trial(dict(incumbent), skip_if_exists=False)
+        trials, sources, configs = [], [], []
+        seen = set(self.values)
+        attempts = 0
+        while len(trials) < size and attempts < size * ASK_ATTEMPTS_PER_SLOT:
+            attempts += 1
+            trial = self.study.ask(domains)
+            config = tuple(sorted((key, int(value)) for key, value in trial.params.items()))
+            if trials and (config in seen or config in configs):
+                self.study.tell(trial, state=TrialState.PRUNED)
+                continue
+            try:
+                variant = source if not trials else apply_knobs(source, _changes(incumbent, config))
+            except (EditError, ValueError):
+                self.study.tell(trial, state=TrialState.FAIL)
+                continue
+            if trials and (variant == source or excluded(variant)):
+                self.study.tell(trial, state=TrialState.PRUNED)
+                continue
+            trials.append(trial)
+            sources.append(variant)
+            configs.append(config)
+        if len(trials) < 2:
+            self.fruitless = MAX_FRUITLESS_FAMILIES  # nothing untried is left to screen
+            return None
+        self.families += 1
+        results = await screen([(_label(incumbent, config), variant) for config, variant in zip(configs, sources,
+                                                                                                 strict=True)])
+        if not results or not results[0].ok:
+            for trial in trials:
+                self.study.tell(trial, state=TrialState.FAIL)
+            self.fruitless = MAX_FRUITLESS_FAMILIES  # the screening worker (or the control) failed: stop screening
+            return None
+        control = results[0].variant.medians_us
+        base = self.values.get(incumbent, 1.0)
+        ok_count = sum(1 for r in results if r.ok)
+        faster: list[Screened] = []
+        for trial, config, variant, result in zip(trials, configs, sources, results, strict=True):
+            relative = _relative(result.variant.medians_us, control) if result.ok else None
+            if relative is None:
+                self.study.tell(trial, state=TrialState.FAIL)
+                continue
+            value = base * relative
+            self.study.tell(trial, value)
+            self.values.setdefault(config, value)
+            if relative <= 1 - MIN_SCREEN_GAIN:
+                faster.append(Screened(config=config, source=variant, relative=relative, scale_value=value,
+                                       screen_label=result.label, medians_us=dict(result.variant.medians_us),
+                                       control_medians_us=dict(control), family_size=len(results),
+                                       ok_count=ok_count))
+        faster.sort(key=lambda s: s.relative)
+        self.queue = faster[:PROMOTE_PER_FAMILY]
+        self.fruitless = 0 if self.queue else self.fruitless + 1
+        return True
+
+
+def _config(knobs: list[Knob]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((k.key, int(k.value)) for k in knobs))
+
+
+def _changes(incumbent: tuple[tuple[str, int], ...], config: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    now = dict(incumbent)
+    return {key: value for key, value in config if now.get(key) != value}
+
+
+def _label(incumbent: tuple[tuple[str, int], ...], config: tuple[tuple[str, int], ...]) -> str:
+    changes = _changes(incumbent, config)
+    return "incumbent (control)" if not changes else ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
+
+
+def _relative(medians: dict[str, float], control: dict[str, float]) -> float | None:
+    """Geometric mean over the control's cases of median / control median; None when a case is missing."""
+    ratios = [medians[case] / control[case] for case in control if case in medians and control[case] > 0]
+    if not ratios or len(ratios) != len(control):
+        return None
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
+def family_size_for(target_environment: dict[str, str], backend: str) -> int:
+    interpreted = target_environment.get("TRITON_INTERPRET") == "1" or backend.lower() == "cpu"
+    return FAMILY_SIZE_INTERPRETER if interpreted else FAMILY_SIZE_GPU

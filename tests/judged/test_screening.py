@@ -1,0 +1,85 @@
+"""Screening in real workers: many variants built, verified and briefly timed in one worker, each dropping
+out with its reason; in judged mode (the example's harness) and with the candidate in the worker process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import trio
+
+from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
+from orchestrator.worker.process import SubprocessSpawner
+from protocol.bundle import load_cases_file, load_target_file
+from protocol.worker import IsolationConfig, ScreenCommand, ScreenVariant
+from tests.conftest import VECTOR_ADD
+from tests.judged.test_judged_mode import CASES, HONEST, KERNEL, MEMO_AFTER_VERIFY
+
+pytestmark = pytest.mark.slow
+
+WIDE = HONEST.replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 256")
+WRONG = KERNEL + "\ndef vector_add(x, y):\n    return _launch(x, x)\n"
+NO_ENTRY = KERNEL + "\ndef add(x, y):\n    return _launch(x, y)\n"
+OUT_OF_RESOURCES = KERNEL + '''
+from triton.runtime.errors import OutOfResources
+
+
+def vector_add(x, y):
+    raise OutOfResources(294912, 232448, "shared memory")
+'''
+VARIANTS = {"honest": HONEST, "wide": WIDE, "wrong": WRONG, "no_entry": NO_ENTRY,
+            "out_of_resources": OUT_OF_RESOURCES, "memo": MEMO_AFTER_VERIFY}
+
+
+def harness_for(tmp_path: Path, judged: bool) -> Path:
+    source = (VECTOR_ADD / "harness.py").read_text()
+    path = tmp_path / ("judged" if judged else "in_process") / "harness.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source if judged else source.replace("\nJUDGE = ", "\nIN_PROCESS_ONLY = "))
+    return path
+
+
+def screen(tmp_path: Path, harness: Path) -> dict:
+    paths = []
+    for name, source in VARIANTS.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        paths.append(path)
+    work_dir = tmp_path / "worker"
+    cases = load_cases_file(CASES)
+    command = ScreenCommand(command_id=0, variants=[ScreenVariant(variant_id=p.stem, kernel_path=str(p)) for p in paths],
+                            cases=[c.model_dump() for c in cases], seconds_per_case=0.1, repetitions=3, seed=7)
+
+    async def main():
+        plan = EvaluationPlan(
+            label="screening", experiment_id="s001", run_id="screen", kernel_path=paths[0], harness_path=harness,
+            target=load_target_file(VECTOR_ADD / "target.json"), cases=cases, repetitions=3, work_dir=work_dir,
+            log_path=tmp_path / "worker.log", deadline=trio.current_time() + 240.0, phase_seconds=200.0,
+            benchmark=False, screen=command,
+            isolation=IsolationConfig(mode="standard", scratch_dir=str(work_dir), writable_dirs=[str(work_dir)]))
+        return await run_evaluation(plan, SubprocessSpawner(), dict(os.environ))
+
+    evaluation = trio.run(main)
+    assert evaluation.status.value == "ok", evaluation.reason
+    return {v.variant_id: v for v in evaluation.screening}, evaluation
+
+
+@pytest.mark.parametrize("judged", [True, False], ids=["judged", "in_process"])
+def test_one_worker_ranks_every_variant_and_drops_the_broken_with_their_reasons(tmp_path, judged):
+    results, evaluation = screen(tmp_path, harness_for(tmp_path, judged))
+    assert evaluation.worker.verdict_process == ("judge" if judged else "candidate")
+    assert list(results) == list(VARIANTS)
+    for name in ("honest", "wide"):
+        assert results[name].status == "ok", results[name].reason
+        assert set(results[name].medians_us) == {"n256"} and results[name].samples["n256"] >= 3
+    assert results["wrong"].status == "incorrect"
+    assert results["wrong"].reason.startswith("verify (case n256): output:")
+    assert results["no_entry"].status == "build_failed"
+    assert "kernel does not export vector_add" in results["no_entry"].reason
+    assert results["out_of_resources"].status == "build_failed"
+    assert "OutOfResources: out of resource: shared memory, Required: 294912" in results["out_of_resources"].reason
+    if judged:  # every timed call is checked by the judge: the memoized answer drops out
+        assert results["memo"].status == "failed"
+        assert "cheat" not in results["honest"].reason
+        assert "judge's check of every timed call" in results["memo"].reason

@@ -1,0 +1,141 @@
+"""The joint search (orchestrator/providers/tune/search.py) on a known landscape.
+
+The screen here is a function of the configuration (the time a kernel with those knobs would take, with
+one corner that fails to build), standing in for what one screening worker measures; the search itself,
+optuna's TPE, the edits and the queue are the real ones. The end-to-end runs with real screening workers
+are tests/judged/test_screening.py and tests/e2e/test_examples_cli.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import trio
+
+from orchestrator.providers.tune.knobs import tunable_knobs
+from orchestrator.providers.tune.search import MAX_FRUITLESS_FAMILIES, FamilySearch
+from protocol.worker import ScreenedVariant
+
+KERNEL = '''\
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_M = 32
+BLOCK_N = 32
+NUM_WARPS = 4
+
+
+@triton.jit
+def tile_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    x = tl.load(x_ptr + rows[:, None] * N + cols[None, :], mask=mask)
+    tl.store(out_ptr + rows[:, None] * N + cols[None, :], x * 2, mask=mask)
+
+
+def tile(x):
+    out = torch.empty_like(x)
+    M, N = x.shape
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    tile_kernel[grid](x, out, M, N, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=NUM_WARPS)
+    return out
+'''
+
+
+def knob_values(source: str) -> dict[str, int]:
+    return {k.name: k.value for k in tunable_knobs(source)}
+
+
+def modelled_time(values: dict[str, int]) -> float | None:
+    """Fastest at BLOCK_M=128, BLOCK_N=64, NUM_WARPS=8 (every knob differs from the start); tiles over 128x128
+    do not build."""
+    m, n, w = values["BLOCK_M"], values["BLOCK_N"], values["NUM_WARPS"]
+    if m * n > 128 * 128:
+        return None
+    penalty = 1.0
+    for value, best in ((m, 128), (n, 64), (w, 8)):
+        steps = abs(value.bit_length() - best.bit_length())
+        penalty *= 1.0 + 0.35 * steps
+    return 100.0 * penalty
+
+
+@dataclass(frozen=True)
+class Result:
+    label: str
+    source: str
+    variant: ScreenedVariant
+
+    @property
+    def ok(self) -> bool:
+        return self.variant.status == "ok"
+
+
+class Screens:
+    def __init__(self) -> None:
+        self.families: list[list[str]] = []
+
+    async def __call__(self, variants: list[tuple[str, str]]) -> list[Result]:
+        self.families.append([label for label, _ in variants])
+        results = []
+        for index, (label, source) in enumerate(variants):
+            time = modelled_time(knob_values(source))
+            variant = (ScreenedVariant(variant_id=f"v{index:02d}", status="ok", medians_us={"case": time})
+                       if time is not None else
+                       ScreenedVariant(variant_id=f"v{index:02d}", status="build_failed", reason="shared memory"))
+            results.append(Result(label, source, variant))
+        return results
+
+
+def climb(rounds: int) -> tuple[str, Screens, list[float]]:
+    """Propose, promote whatever was proposed (the gate's part), repeat; returns the last incumbent."""
+    search, screens = FamilySearch(seed=1), Screens()
+    incumbent, seen, times = KERNEL, set(), [modelled_time(knob_values(KERNEL))]
+
+    async def main() -> None:
+        nonlocal incumbent
+        for _ in range(rounds):
+            screened = await search.next_screened(tunable_knobs(incumbent), incumbent, screens, family_size=8,
+                                                  excluded=lambda source: source in seen)
+            if screened is None:
+                break
+            seen.add(screened.source)
+            assert screened.relative < 0.97
+            incumbent = screened.source
+            times.append(modelled_time(knob_values(incumbent)))
+
+    trio.run(main)
+    return incumbent, screens, times
+
+
+def test_the_joint_search_moves_several_knobs_at_once_towards_the_fastest_corner():
+    incumbent, screens, times = climb(rounds=8)
+    best = modelled_time({"BLOCK_M": 128, "BLOCK_N": 64, "NUM_WARPS": 8})
+    assert times == sorted(times, reverse=True)  # each proposal was screened faster than its incumbent
+    assert times[-1] <= 1.35 * best, (times, knob_values(incumbent))
+    # every family is led by the incumbent itself, the control timed in the same worker
+    assert all(family[0] == "incumbent (control)" for family in screens.families)
+    assert any(label.count("=") >= 2 for family in screens.families for label in family[1:])
+    assert all(len(family) == len(set(family)) for family in screens.families)  # no configuration twice
+
+
+def test_configurations_that_do_not_build_are_failed_trials_and_never_proposed():
+    incumbent, screens, _ = climb(rounds=8)
+    values = knob_values(incumbent)
+    assert values["BLOCK_M"] * values["BLOCK_N"] <= 128 * 128
+
+
+def test_the_search_is_spent_after_fruitless_families_and_hands_over():
+    search, screens = FamilySearch(seed=1), Screens()
+    best = KERNEL.replace("BLOCK_M = 32", "BLOCK_M = 128").replace("BLOCK_N = 32", "BLOCK_N = 64").replace(
+        "NUM_WARPS = 4", "NUM_WARPS = 8")
+
+    async def main():
+        return await search.next_screened(tunable_knobs(best), best, screens, family_size=6,
+                                          excluded=lambda source: False)
+
+    assert trio.run(main) is None
+    assert search.spent and len(screens.families) == MAX_FRUITLESS_FAMILIES
