@@ -7,7 +7,7 @@ each cost a whole GPU worker and came back `incorrect`. Triton compiles for an e
 options={"num_warps", "num_stages"})`, the same in Triton 3.6 and 3.9), and the compile already knows what the
 GPU would refuse: so each config is compiled on the host's cores first, and one over the device's limits
 never reaches a GPU worker (`judge` says `infeasible`, naming the resource; the evaluation calls that
-`build_failed`).
+`build_failed`, with `build_failed_reason`).
 
 What it reads, per config (reports.py): shared memory from Triton's `shared` metadata (set when shared memory is
 allocated, in the LLVM IR stage: a config over the limit stops there, before PTX and ptxas); registers per
@@ -34,19 +34,21 @@ worker (no network, writes confined to its scratch directory, seccomp, rlimits),
 tutorial's module-level driver queries from the target. A candidate can only misreport its own configs, and a
 config reported feasible still goes through the GPU worker and every gate; only a measured excess keeps one off.
 
-Modules: `limits`, `occupancy` (pure arithmetic), `models` (what goes in and out), `signature`
-(`signature_from_launch`: Triton's typing of a launch from example arguments, by `ast`), `compile`
-(`compile_configs`: child processes in parallel lanes with per-config deadlines), `child` (the script those
-processes run), `reports` (their output as `ResourceReport`s), `feasibility` (`judge`, `prune_neighbours`),
-`store` (`InfeasibleStore`, the JSON-lines memory of infeasible configs).
+Modules: `limits`, `occupancy` (pure arithmetic), `models` (what goes in and out: `ConfigSpec`,
+`KernelSignature`, `CompilePlan`, `ResourceReport`), `signature` (`signature_from_launch`: Triton's typing of a
+launch from example arguments, by `ast`; `kernel_scope`), `compile` (`compile_configs`: child processes in
+parallel lanes with per-config deadlines; `compile_plan` for one evaluation), `child` (the script those
+processes run), `reports` (their output as `ResourceReport`s), `feasibility` (`judge`, `prune_neighbours`,
+`build_failed_reason`), `store` (`InfeasibleStore`, the JSON-lines memory of infeasible configs).
 """
 
 from __future__ import annotations
 
-from orchestrator.compile_ahead.compile import CompileJob, compile_configs, compile_configs_sync
+from orchestrator.compile_ahead.compile import CompileJob, compile_configs, compile_configs_sync, compile_plan
 from orchestrator.compile_ahead.feasibility import (
     Feasibility,
     Verdict,
+    build_failed_reason,
     is_neighbour,
     is_resource_knob,
     judge,
@@ -57,6 +59,7 @@ from orchestrator.compile_ahead.limits import LIMITS, DeviceLimits, limits_for
 from orchestrator.compile_ahead.models import (
     RESOURCES,
     CompileOutcome,
+    CompilePlan,
     CompileTarget,
     ConfigSpec,
     KernelSignature,
@@ -72,8 +75,8 @@ from orchestrator.compile_ahead.signature import (
 )
 from orchestrator.compile_ahead.store import InfeasibleEntry, InfeasibleStore, StoreCorrupt
 
-__all__ = ["LIMITS", "RESOURCES", "CompileJob", "CompileOutcome", "CompileTarget", "ConfigSpec", "DeviceLimits",
-           "Feasibility", "InfeasibleEntry", "InfeasibleStore", "KernelSignature", "Occupancy", "ResourceProblem",
-           "ResourceReport", "SignatureError", "StoreCorrupt", "TensorArg", "Verdict", "compile_configs",
-           "compile_configs_sync", "is_neighbour", "is_resource_knob", "judge", "kernel_scope", "limits_for",
+__all__ = ["LIMITS", "RESOURCES", "CompileJob", "CompileOutcome", "CompilePlan", "CompileTarget", "ConfigSpec",
+           "DeviceLimits", "Feasibility", "InfeasibleEntry", "InfeasibleStore", "KernelSignature", "Occupancy",
+           "ResourceProblem", "ResourceReport", "SignatureError", "StoreCorrupt", "TensorArg", "Verdict",
+           "build_failed_reason", "compile_configs", "compile_configs_sync", "compile_plan", "is_neighbour", "is_resource_knob", "judge", "kernel_scope", "limits_for",
            "max_threads_per_block", "occupancy", "prune_neighbours", "pruning_knobs", "signature_from_launch"]

@@ -31,6 +31,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from orchestrator.compile_ahead.models import (
     CompileOutcome,
+    CompilePlan,
     CompileTarget,
     ConfigSpec,
     Frozen,
@@ -319,6 +320,14 @@ async def compile_configs(job: CompileJob, configs: list[ConfigSpec], *, per_con
         for lane in lanes:
             nursery.start_soon(lane.run)
     return [reports[index] for index in range(len(configs))]
+
+
+async def compile_plan(source_path: Path, plan: CompilePlan, *, python: str = sys.executable,
+                       per_config_seconds: float = 120.0) -> ResourceReport:
+    """One candidate file compiled ahead with its plan: what an evaluation runs before it spends a worker."""
+    job = CompileJob(source_path=source_path, signature=plan.signature, target=plan.target, python=python)
+    (report,) = await compile_configs(job, [plan.config], per_config_seconds=per_config_seconds, max_parallel=1)
+    return report
 
 
 def compile_configs_sync(job: CompileJob, configs: list[ConfigSpec], **options: Any) -> list[ResourceReport]:

@@ -104,6 +104,11 @@ def judge(report: ResourceReport) -> Feasibility:
         f"{report.registers_per_thread} registers{blocks}{note}"))
 
 
+def build_failed_reason(report: ResourceReport, feasibility: Feasibility) -> str:
+    """The one-line reason of the `build_failed` evaluation that an infeasible config gets instead of a worker."""
+    return f"compile ahead ({report.target.limits.sm}): {feasibility.reason}"
+
+
 def is_resource_knob(name: str) -> bool:
     """Block and tile sizes and pipeline stages: a larger value never needs fewer resources."""
     return bool(INCREASING_NAME.search(name)) and not NOT_A_SIZE.search(name)

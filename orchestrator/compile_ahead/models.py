@@ -70,6 +70,15 @@ class ConfigSpec(Frozen):
         return " ".join(f"{name}={value}" for name, value in self.knobs().items())
 
 
+class CompilePlan(Frozen):
+    """What a proposal carries so that its evaluation can be compiled ahead: the kernel's launch signature, the
+    config the candidate launches it with, and the target."""
+
+    signature: KernelSignature
+    config: ConfigSpec
+    target: CompileTarget = Field(default_factory=CompileTarget)
+
+
 class CompileOutcome(str, Enum):
     COMPILED = "compiled"  # through ptxas: every figure below is known
     SHARED_OVER_LIMIT = "shared_over_limit"  # stopped once shared memory was allocated, before PTX

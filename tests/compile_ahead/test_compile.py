@@ -18,10 +18,13 @@ import trio
 from orchestrator.compile_ahead import (
     CompileJob,
     CompileOutcome,
+    CompilePlan,
     ConfigSpec,
     Verdict,
+    build_failed_reason,
     compile_configs,
     compile_configs_sync,
+    compile_plan,
     judge,
     signature_from_launch,
 )
@@ -111,6 +114,13 @@ def test_a_huge_config_stops_at_shared_memory_and_is_infeasible():
     assert (verdict.verdict, verdict.resource) == (Verdict.INFEASIBLE, "shared memory")
     assert verdict.reason == f"shared memory {report.shared_memory_bytes} B > 232448 B limit (sm_90)"
     assert report.shared_memory_bytes == 5 * (256 + 256) * 128 * 2
+
+
+def test_an_evaluation_gets_its_build_failed_reason_from_its_plan():
+    plan = CompilePlan(signature=MATMUL_SIGNATURE, config=tiles(64, 64, 32, maxnreg=24))
+    report = trio.run(lambda: compile_plan(KERNELS / "matmul.py", plan, python=sys.executable))
+    assert build_failed_reason(report, judge(report)).startswith(
+        "compile ahead (sm_90): registers: ptxas Insufficient registers (24)")
 
 
 @pytest.mark.slow
