@@ -32,7 +32,8 @@ memory reserved per block); the H200's own OutOfResources message (232448 B, iss
 Safety: candidate files are imported only in the compile child (child.py), which isolates itself like a
 worker (no network, writes confined to its scratch directory, seccomp, rlimits), sees no GPU, and answers a
 tutorial's module-level driver queries from the target. A candidate can only misreport its own configs, and a
-config reported feasible still goes through the GPU worker and every gate; only a measured excess keeps one off.
+config reported feasible still goes through the GPU worker and every gate. A config is kept off the GPU only
+by its own compile (a failure, or a figure over a limit) or by pruning next to a config kept off for a resource.
 
 Modules: `limits`, `occupancy` (pure arithmetic), `models` (what goes in and out: `ConfigSpec`,
 `KernelSignature`, `CompilePlan`, `ResourceReport`), `signature` (`signature_from_launch`: Triton's typing of a

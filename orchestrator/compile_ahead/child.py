@@ -192,9 +192,11 @@ def compile_config(kernel: Any, request: dict[str, Any], config: dict[str, Any])
     constexprs = {**request["constexprs"], **config["constexprs"]}
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     missing = [name for name in kernel.arg_names if name not in signature]
-    if missing:
-        return {"status": "compile_error", "error_type": "SignatureError",
-                "message": f"no type or value for parameter(s) {', '.join(missing)}"}
+    extra = sorted(set(signature) - set(kernel.arg_names))
+    if missing or extra:  # the file's kernel is not the one the signature was taken from: not this config's fault
+        return {"status": "signature_error", "error_type": "SignatureError",
+                "message": f"the kernel's parameters differ from the signature: missing {', '.join(missing) or '-'}; "
+                           f"unknown {', '.join(extra) or '-'}"}
     attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]]
              for name in request["divisible_by_16"] if signature.get(name) != "constexpr"}
     options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}

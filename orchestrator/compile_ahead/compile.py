@@ -89,7 +89,7 @@ class ResultEvent(StrictModel):
     event: Literal["result"]
     index: int
     seconds: float
-    status: Literal["compiled", "shared_over_limit", "compile_error"]
+    status: Literal["compiled", "shared_over_limit", "compile_error", "signature_error"]
     shared: int | None = None
     num_warps: int | None = None
     log: str = ""

@@ -3,8 +3,9 @@
 A config is infeasible when its compile for the target named a resource (ptxas out of registers, shared
 memory over the limit) or failed outright, or when its compiled figures exceed the device's limits
 (orchestrator/compile_ahead/limits.py). When compile ahead could not tell (the file did not import without a
-GPU, the compile timed out or crashed, the child could not isolate itself), the verdict is `unknown` and the
-config goes to a GPU worker as before: only a measured excess keeps a config off the GPU.
+GPU, its kernel's parameters are not the signature's, the compile timed out or crashed, the child could not
+isolate itself), the verdict is `unknown` and the config goes to a GPU worker as before: a config is kept off
+the GPU only by what its own compile showed.
 
 Pruning: tile sizes and pipeline stages only add shared memory and registers, so a config at least as large
 in each of them as an infeasible one, with its other settings the same, is infeasible for the same resource.
@@ -38,7 +39,7 @@ PRUNABLE = frozenset({SHARED_MEMORY, REGISTERS, THREADS})
 # shared memory at 4 and 8 warps in tests/compile_ahead/test_compile.py), maxnreg caps registers only.
 SHARED_MEMORY_NEUTRAL = frozenset({"num_warps", "maxnreg"})
 UNUSABLE_OUTCOMES = {
-    CompileOutcome.SOURCE_FAILED: "the file did not import in the compile child",
+    CompileOutcome.SOURCE_FAILED: "the kernel could not be compiled as given (its file, name or parameters)",
     CompileOutcome.TIMEOUT: "the compile ran past its deadline",
     CompileOutcome.CRASHED: "the compile child died",
     CompileOutcome.REFUSED: "the compile child could not isolate itself",

@@ -83,7 +83,7 @@ class CompileOutcome(str, Enum):
     COMPILED = "compiled"  # through ptxas: every figure below is known
     SHARED_OVER_LIMIT = "shared_over_limit"  # stopped once shared memory was allocated, before PTX
     COMPILE_FAILED = "compile_failed"  # Triton or ptxas raised; `problems` names the resource when there is one
-    SOURCE_FAILED = "source_failed"  # the file did not import here, or has no such kernel
+    SOURCE_FAILED = "source_failed"  # the file did not import here, has no such kernel, or not with these parameters
     TIMEOUT = "timeout"  # over the per-config deadline
     CRASHED = "crashed"  # the child died while compiling this config
     REFUSED = "refused"  # the child could not isolate itself and imported nothing

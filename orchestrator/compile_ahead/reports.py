@@ -96,6 +96,10 @@ def report_from_result(config: ConfigSpec, target: CompileTarget, result: dict[s
         return ResourceReport(outcome=CompileOutcome.SHARED_OVER_LIMIT, shared_memory_bytes=shared,
                               problems=limit_problems(limits, shared_bytes=shared, registers_per_thread=None,
                                                       num_warps=None, max_threads_per_block=None), **common)
+    if status == "signature_error":
+        return ResourceReport(outcome=CompileOutcome.SOURCE_FAILED,
+                              detail=f"{result.get('error_type', 'SignatureError')}: {result.get('message', '')}",
+                              **common)
     if status == "compile_error":
         message = str(result.get("message", ""))
         problem = classify_error(str(result.get("error_type", "error")), message, target)

@@ -161,6 +161,12 @@ def test_garbage_on_the_result_channel_is_blamed_on_the_config_and_never_trusted
     assert leftover_children() == []
 
 
+def test_a_kernel_whose_parameters_differ_from_the_signature_is_not_blamed_on_the_config():
+    (report,) = compile_configs_sync(copy_job(KERNELS / "matmul.py", kernel="matmul_kernel"), [block(1024)])
+    assert report.outcome is CompileOutcome.SOURCE_FAILED and judge(report).verdict is Verdict.UNKNOWN
+    assert report.detail.startswith("SignatureError: the kernel's parameters differ from the signature: missing a_ptr")
+
+
 def test_a_missing_interpreter_is_refused_before_any_child_starts():
     job = MATMUL.model_copy(update={"python": "/nonexistent/python3"})
     with pytest.raises(FileNotFoundError, match="no interpreter '/nonexistent/python3'"):
