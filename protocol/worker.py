@@ -89,6 +89,8 @@ class ScreenCommand(StrictModel):
     seconds_per_case: float = Field(gt=0.0, le=60.0)
     repetitions: int = Field(ge=1)
     seed: int
+    # the worker starts no further variant once this much time has passed; the rest come back unscreened
+    budget_seconds: float = Field(default=600.0, gt=0.0)
 
 
 class ShutdownCommand(StrictModel):

@@ -9,6 +9,7 @@ its A/B/A schedule, confirmation pairs and revalidation (orchestrator/run/screen
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -53,12 +54,22 @@ class InProcessSteps:
 
 def screen_variants(steps_for: Callable[[str], VariantSteps], variants: list[dict[str, Any]],
                     cases: list[dict[str, Any]], *, seconds_per_case: float, repetitions: int,
-                    seed: int) -> dict[str, Any]:
-    """The ScreenValue for `variants` ({variant_id, kernel_path}), in order."""
+                    seed: int, budget_seconds: float = 600.0) -> dict[str, Any]:
+    """The ScreenValue for `variants` ({variant_id, kernel_path}), in order. A variant that could not finish
+    within `budget_seconds` (judged by the slowest one so far) is not started: it comes back `failed`,
+    unscreened, so that what was measured still counts."""
+    started = time.monotonic()
     results = []
+    longest = 0.0  # the slowest variant so far: the next one may take as long
     for index, variant in enumerate(variants):
+        if time.monotonic() - started + longest >= budget_seconds:
+            results.append({"variant_id": variant["variant_id"], "status": "failed", "medians_us": {}, "samples": {},
+                            "reason": f"not screened: the screening's {budget_seconds:.0f} s were spent"})
+            continue
+        variant_started = time.monotonic()
         results.append(_screen_one(steps_for, variant, cases, seconds_per_case=seconds_per_case,
                                    repetitions=repetitions, seed=derive_seed(seed, index)))
+        longest = max(longest, time.monotonic() - variant_started)
     return {"variants": results}
 
 

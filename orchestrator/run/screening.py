@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 SECONDS_PER_CASE = 0.3  # brief: ranking needs the order of magnitude, the gate measures the rest
 REPETITIONS = 5
 MAX_VARIANTS = 64
+# A screening may spend this share of the time left before revalidation: on the H200 a 16-variant matmul
+# family (compiles included) outlasted a 250 s run's budget, and a screening cut off returns nothing.
+SHARE_OF_TIME_LEFT = 0.35
+START_AND_SHUTDOWN_SECONDS = 20.0  # the worker's start, setup and shutdown around the variants
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,17 @@ class Screener:
         budget = evaluator.config.budget
         work_dir = directory / "worker"
         cases = [case.model_dump() for case in evaluator.inputs.cases]
+        # every variant builds, verifies and is timed: at most the candidate's limit each, and a share of what
+        # is left; the worker stops starting variants in time to return what it measured
+        left = self.deadline - trio.current_time()
+        seconds = min(budget.max_candidate_seconds * max(1, len(variants)), SHARE_OF_TIME_LEFT * left)
+        if seconds < 2 * START_AND_SHUTDOWN_SECONDS:
+            evaluator.log.event(f"{screen_id} screening status=skipped reason='{left:.0f} s left: too little to screen'")
+            return []
         command = ScreenCommand(command_id=0, variants=[ScreenVariant(variant_id=f"v{i:02d}", kernel_path=str(p))
                                                         for i, p in enumerate(paths)],
                                 cases=cases, seconds_per_case=SECONDS_PER_CASE, repetitions=REPETITIONS,
-                                seed=secrets.randbelow(2**31))
-        # every variant builds, verifies and is timed: allow each the candidate's limit, within the run's
-        seconds = budget.max_candidate_seconds * max(1, len(variants))
+                                seed=secrets.randbelow(2**31), budget_seconds=seconds - START_AND_SHUTDOWN_SECONDS)
         plan = EvaluationPlan(
             label=Role.SCREENING.value, experiment_id=screen_id, run_id=self.state.run_id, kernel_path=paths[0],
             harness_path=evaluator.bundle.harness_path, target=evaluator.inputs.target, cases=evaluator.inputs.cases,

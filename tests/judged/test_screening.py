@@ -40,7 +40,7 @@ def harness_for(tmp_path: Path, judged: bool) -> Path:
     return path
 
 
-def screen(tmp_path: Path, harness: Path) -> dict:
+def screen(tmp_path: Path, harness: Path, budget_seconds: float = 600.0) -> dict:
     paths = []
     for name, source in VARIANTS.items():
         path = tmp_path / f"{name}.py"
@@ -49,7 +49,8 @@ def screen(tmp_path: Path, harness: Path) -> dict:
     work_dir = tmp_path / "worker"
     cases = load_cases_file(CASES)
     command = ScreenCommand(command_id=0, variants=[ScreenVariant(variant_id=p.stem, kernel_path=str(p)) for p in paths],
-                            cases=[c.model_dump() for c in cases], seconds_per_case=0.1, repetitions=3, seed=7)
+                            cases=[c.model_dump() for c in cases], seconds_per_case=0.1, repetitions=3, seed=7,
+                            budget_seconds=budget_seconds)
 
     async def main():
         plan = EvaluationPlan(
@@ -83,3 +84,11 @@ def test_one_worker_ranks_every_variant_and_drops_the_broken_with_their_reasons(
         assert results["memo"].status == "failed"
         assert "cheat" not in results["honest"].reason
         assert "judge's check of every timed call" in results["memo"].reason
+
+
+def test_variants_that_would_outlast_the_budget_come_back_unscreened_with_what_was_measured(tmp_path):
+    results, _ = screen(tmp_path, harness_for(tmp_path, judged=False), budget_seconds=0.5)
+    assert results["honest"].status == "ok"  # the first always runs: it is the control
+    unscreened = [name for name, r in results.items() if r.reason.startswith("not screened")]
+    assert unscreened and all(results[name].status == "failed" for name in unscreened)
+    assert unscreened == list(VARIANTS)[len(VARIANTS) - len(unscreened):]  # the tail of the family, in order
