@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.compile_ahead.feasibility import is_neighbour, pruning_knobs
+from orchestrator.compile_ahead.models import REGISTERS, SHARED_MEMORY
 from orchestrator.providers.tune.edits import EditError
 from orchestrator.providers.tune.knobs import Knob, apply_knobs
 
@@ -58,6 +60,10 @@ class FamilySearch:
     queue: list[Screened] = field(default_factory=list)
     fruitless: int = 0
     families: int = 0
+    # configurations (by knob name) that failed to build for a resource, and which: a configuration at least
+    # as large in every size and stage knob is not screened (orchestrator/compile_ahead/feasibility.py)
+    infeasible: list[tuple[dict[str, int], str]] = field(default_factory=list)
+    pruned: int = 0
 
     @property
     def spent(self) -> bool:
@@ -89,6 +95,8 @@ class FamilySearch:
         from optuna.trial import TrialState
 
         keys = tuple(sorted(k.key for k in knobs))
+        # warps and stages under Triton's own names, which the feasibility rules know
+        names = {k.key: {"warps": "num_warps", "stages": "num_stages"}.get(k.kind, k.name) for k in knobs}
         domains = {k.key: CategoricalDistribution(list(k.domain)) for k in knobs}
         if self.study is None or keys != self.keys:
             optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -106,6 +114,10 @@ class FamilySearch:
             config = tuple(sorted((key, int(value)) for key, value in trial.params.items()))
             if trials and (config in seen or config in configs):
                 self.study.tell(trial, state=TrialState.PRUNED)
+                continue
+            if trials and self._beyond_a_limit(config, names):
+                self.study.tell(trial, state=TrialState.FAIL)  # as infeasible as the failure it grows from
+                self.pruned += 1
                 continue
             try:
                 variant = source if not trials else apply_knobs(source, _changes(incumbent, config))
@@ -135,6 +147,9 @@ class FamilySearch:
         faster: list[Screened] = []
         for trial, config, variant, result in zip(trials, configs, sources, results, strict=True):
             relative = _relative(result.variant.medians_us, control) if result.ok else None
+            resource = _resource(result.variant.reason) if result.variant.status == "build_failed" else None
+            if resource is not None:
+                self.infeasible.append(({names[key]: value for key, value in config}, resource))
             if relative is None:  # unscreened (the screening's time ran out) is no evidence against it
                 unscreened = result.variant.reason.startswith("not screened")
                 self.study.tell(trial, state=TrialState.PRUNED if unscreened else TrialState.FAIL)
@@ -151,6 +166,21 @@ class FamilySearch:
         self.queue = faster[:PROMOTE_PER_FAMILY]
         self.fruitless = 0 if self.queue else self.fruitless + 1
         return True
+
+
+    def _beyond_a_limit(self, config: tuple[tuple[str, int], ...], names: dict[str, str]) -> bool:
+        named = {names[key]: value for key, value in config}
+        return any(is_neighbour(pruning_knobs(failed, resource), named) for failed, resource in self.infeasible)
+
+
+def _resource(reason: str) -> str | None:
+    """The resource a build failure names (Triton's OutOfResources and ptxas texts), or None."""
+    lowered = reason.lower()
+    if "shared memory" in lowered:
+        return SHARED_MEMORY
+    if "register" in lowered:
+        return REGISTERS
+    return None
 
 
 def _config(knobs: list[Knob]) -> tuple[tuple[str, int], ...]:

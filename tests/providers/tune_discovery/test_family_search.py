@@ -77,9 +77,11 @@ class Result:
 class Screens:
     def __init__(self) -> None:
         self.families: list[list[str]] = []
+        self.screened: list[dict[str, int]] = []  # knob values of every screened variant, in order
 
     async def __call__(self, variants: list[tuple[str, str]]) -> list[Result]:
         self.families.append([label for label, _ in variants])
+        self.screened.extend(knob_values(source) for _, source in variants)
         results = []
         for index, (label, source) in enumerate(variants):
             time = modelled_time(knob_values(source))
@@ -139,3 +141,13 @@ def test_the_search_is_spent_after_fruitless_families_and_hands_over():
 
     assert trio.run(main) is None
     assert search.spent and len(screens.families) == MAX_FRUITLESS_FAMILIES
+
+
+def test_a_configuration_grown_from_one_over_a_limit_is_never_screened():
+    _, screens, _ = climb(rounds=8)
+    failed = [v for v in screens.screened if modelled_time(v) is None]
+    assert failed, "the landscape's corner over 128x128 tiles was never tried; the test shows nothing"
+    for index, values in enumerate(screens.screened):
+        earlier = [f for f in failed if screens.screened.index(f) < index]
+        grown = [f for f in earlier if values["BLOCK_M"] >= f["BLOCK_M"] and values["BLOCK_N"] >= f["BLOCK_N"]]
+        assert not grown, f"{values} screened after {grown[0]} failed for shared memory"
