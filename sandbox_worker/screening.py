@@ -9,6 +9,7 @@ its A/B/A schedule, confirmation pairs and revalidation (orchestrator/run/screen
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,7 +71,18 @@ def screen_variants(steps_for: Callable[[str], VariantSteps], variants: list[dic
         results.append(_screen_one(steps_for, variant, cases, seconds_per_case=seconds_per_case,
                                    repetitions=repetitions, seed=derive_seed(seed, index)))
         longest = max(longest, time.monotonic() - variant_started)
+        _record_progress(results[-1])
     return {"variants": results}
+
+
+PROGRESS_FILE = "screening_progress.jsonl"
+
+
+def _record_progress(result: dict[str, Any]) -> None:
+    """One line per screened variant in the scratch dir: if the screening is stopped at its deadline, the
+    orchestrator still ranks what was measured (orchestrator/run/screening.py)."""
+    with open(context.scratch_dir() / PROGRESS_FILE, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(result, allow_nan=False) + "\n")
 
 
 def _screen_one(steps_for: Callable[[str], VariantSteps], variant: dict[str, Any], cases: list[dict[str, Any]], *,

@@ -23,6 +23,7 @@ from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandb
 from protocol.results import EvaluationStatus
 from protocol.roles import Role
 from protocol.worker import ScreenCommand, ScreenedVariant, ScreenVariant
+from sandbox_worker.screening import PROGRESS_FILE
 
 if TYPE_CHECKING:
     from orchestrator.run.evaluator import Evaluator
@@ -48,6 +49,27 @@ class ScreeningResult:
     @property
     def ok(self) -> bool:
         return self.variant.status == "ok"
+
+
+def _progress(path: Path, variants: list[ScreenVariant]) -> list[ScreenedVariant]:
+    """What a screening stopped at its deadline had measured (sandbox_worker/screening.py writes one line per
+    variant, in order); every variant without a valid line comes back unscreened. Ranking input only."""
+    found: list[ScreenedVariant] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()[:len(variants)]
+    except OSError:
+        lines = []
+    for line, variant in zip(lines, variants, strict=False):
+        try:
+            parsed = ScreenedVariant.model_validate_json(line)
+        except ValueError:
+            break
+        if parsed.variant_id != variant.variant_id:
+            break
+        found.append(parsed)
+    return found + [ScreenedVariant(variant_id=v.variant_id, status="failed",
+                                    reason="not screened: the screening was stopped at its deadline")
+                    for v in variants[len(found):]]
 
 
 class Screener:
@@ -104,12 +126,15 @@ class Screener:
                                     tag=f"screening of {len(variants)} variant(s)", status=evaluation.status.value,
                                     reason=evaluation.reason, wall_seconds=evaluation.worker.wall_seconds)
         evaluator.check_bundle(self.state)
-        if evaluation.status is not EvaluationStatus.OK or evaluation.screening is None:
+        screened = evaluation.screening
+        if evaluation.status is not EvaluationStatus.OK or screened is None:
+            screened = _progress(work_dir / PROGRESS_FILE, command.variants)
             evaluator.log.event(f"{screen_id} screening status={evaluation.status.value} "
-                                f"reason={evaluation.reason!r}")
-            return []
+                                f"reason={evaluation.reason!r} measured_before_it={sum(v.status == 'ok' for v in screened)}")
+            if not any(v.status == "ok" for v in screened):
+                return []
         results = [ScreeningResult(label=label, source=source, variant=variant)
-                   for (label, source), variant in zip(variants, evaluation.screening, strict=True)]
+                   for (label, source), variant in zip(variants, screened, strict=True)]
         self._persist(screen_id, results, evaluation.worker.wall_seconds)
         ok = sum(1 for r in results if r.ok)
         evaluator.log.event(f"{screen_id} screening variants={len(results)} ok={ok} "

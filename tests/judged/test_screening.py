@@ -40,9 +40,11 @@ def harness_for(tmp_path: Path, judged: bool) -> Path:
     return path
 
 
-def screen(tmp_path: Path, harness: Path, budget_seconds: float = 600.0) -> dict:
+def screen(tmp_path: Path, harness: Path, budget_seconds: float = 600.0, variants: dict | None = None,
+           deadline_seconds: float = 240.0, expect_ok: bool = True) -> tuple:
+    variants = VARIANTS if variants is None else variants
     paths = []
-    for name, source in VARIANTS.items():
+    for name, source in variants.items():
         path = tmp_path / f"{name}.py"
         path.write_text(source)
         paths.append(path)
@@ -56,12 +58,15 @@ def screen(tmp_path: Path, harness: Path, budget_seconds: float = 600.0) -> dict
         plan = EvaluationPlan(
             label="screening", experiment_id="s001", run_id="screen", kernel_path=paths[0], harness_path=harness,
             target=load_target_file(VECTOR_ADD / "target.json"), cases=cases, repetitions=3, work_dir=work_dir,
-            log_path=tmp_path / "worker.log", deadline=trio.current_time() + 240.0, phase_seconds=200.0,
+            log_path=tmp_path / "worker.log", deadline=trio.current_time() + deadline_seconds,
+            phase_seconds=deadline_seconds,
             benchmark=False, screen=command,
             isolation=IsolationConfig(mode="standard", scratch_dir=str(work_dir), writable_dirs=[str(work_dir)]))
         return await run_evaluation(plan, SubprocessSpawner(), dict(os.environ))
 
     evaluation = trio.run(main)
+    if not expect_ok:
+        return command, evaluation, work_dir
     assert evaluation.status.value == "ok", evaluation.reason
     return {v.variant_id: v for v in evaluation.screening}, evaluation
 
@@ -92,3 +97,18 @@ def test_variants_that_would_outlast_the_budget_come_back_unscreened_with_what_w
     unscreened = [name for name, r in results.items() if r.reason.startswith("not screened")]
     assert unscreened and all(results[name].status == "failed" for name in unscreened)
     assert unscreened == list(VARIANTS)[len(VARIANTS) - len(unscreened):]  # the tail of the family, in order
+
+
+def test_a_screening_stopped_at_its_deadline_keeps_what_it_measured(tmp_path):
+    from orchestrator.run.screening import _progress
+    from sandbox_worker.screening import PROGRESS_FILE
+
+    hang = KERNEL + "\nimport time\n\ndef vector_add(x, y):\n    time.sleep(3600)\n"
+    command, evaluation, work_dir = screen(tmp_path, harness_for(tmp_path, judged=False),
+                                           variants={"honest": HONEST, "hang": hang, "wide": WIDE},
+                                           deadline_seconds=25.0, expect_ok=False)
+    assert evaluation.status.value == "timeout", evaluation.reason
+    kept = _progress(work_dir / PROGRESS_FILE, command.variants)
+    assert [(v.variant_id, v.status) for v in kept] == [("honest", "ok"), ("hang", "failed"), ("wide", "failed")]
+    assert kept[0].medians_us["n256"] > 0
+    assert kept[1].reason == "not screened: the screening was stopped at its deadline"
