@@ -68,8 +68,10 @@ class Budget(StrictModel):
 # within-worker CV reached 0.48 and the medians of three fresh workers spread 75 % (docs/measurement.md,
 # "Interpreter targets"). They say nothing about GPU speed and serve to check correctness and the loop, so the
 # CV gate there is set where such scatter passes; the bootstrap test still has to find the gain above the
-# measured noise. A flag or budget.json still sets any value explicitly.
-INTERPRETER_BUDGET: dict[str, float] = {"max_cv": 1.0}
+# measured noise. Judged mode (sandbox_worker/judged/) times each call across two processes, so a call also
+# carries the candidate's wake-up: on a loaded 2-core host a 2 ms interpreted call reached CVs of 1.06-1.28 at
+# revalidation, hence 2.0. A flag or budget.json still sets any value explicitly.
+INTERPRETER_BUDGET: dict[str, float] = {"max_cv": 2.0}
 
 BudgetSource = Literal["default", "interpreter default", "command line", "budget.json"]
 

@@ -38,7 +38,7 @@ class RunConfig:
     worker_python: str = sys.executable
     # "forkserver": workers forked by a per-run server that imported torch and triton once
     # (sandbox_worker/forkserver.py); "fresh": a new interpreter per worker
-    worker_start: Literal["fresh", "forkserver"] = "fresh"
+    worker_start: Literal["fresh", "forkserver"] = "forkserver"
     data_limit_bytes: int | None = None
     confidence: float = 0.99
     debug: bool = False

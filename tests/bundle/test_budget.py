@@ -20,7 +20,7 @@ def test_a_gpu_target_gets_the_standard_defaults_from_nowhere_else():
 
 def test_an_interpreter_target_gets_its_stated_cv_gate_and_says_so():
     budget, sources = resolve_budget(INTERPRETER, NO_FLAGS, {})
-    assert budget.max_cv == INTERPRETER_BUDGET["max_cv"] == 1.0
+    assert budget.max_cv == INTERPRETER_BUDGET["max_cv"] == 2.0
     assert sources["max_cv"] == "interpreter default"
     assert budget.min_speedup == Budget().min_speedup and sources["min_speedup"] == "default"
 
