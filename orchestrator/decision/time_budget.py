@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from protocol.results import Evaluation, ExperimentRecord
+from protocol.roles import Role
 
 
 def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: float) -> float:
@@ -14,11 +15,23 @@ def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: floa
 
 
 def expected_candidate_seconds(experiments: Sequence[ExperimentRecord]) -> float:
-    """Worker seconds the next candidate is expected to cost: the last measured candidate's total. The
-    baseline's (with its deep profile) says little about a candidate's, so with no candidate measured yet
-    the estimate is 0 and the first candidate always starts."""
+    """Worker seconds the next candidate is expected to cost: the last measured candidate's total. With no
+    candidate measured yet, the least any candidate costs: two baseline workers without their profiling (a
+    side-by-side needs at least an incumbent run and the candidate's own; the baseline's deep profile says
+    little about a candidate). A first candidate that cannot even finish those is cut off halfway (at worker
+    start on a loaded host) and decides nothing."""
     measured = next((e for e in reversed(experiments) if e.experiment_id != "baseline" and e.evaluations), None)
-    return sum(e.worker.wall_seconds for e in measured.evaluations) if measured else 0.0
+    if measured is not None:
+        return sum(e.worker.wall_seconds for e in measured.evaluations)
+    baseline = next((e for e in experiments if e.experiment_id == "baseline"), None)
+    walls = [_unprofiled_seconds(e) for e in baseline.evaluations
+             if e.label == Role.BASELINE.value] if baseline is not None else []
+    return 2 * min(walls) if walls else 0.0
+
+
+def _unprofiled_seconds(evaluation: Evaluation) -> float:
+    profiling = sum(case.phase_seconds.get("profile", 0.0) for case in evaluation.cases)
+    return max(evaluation.worker.wall_seconds - profiling, 0.0)
 
 
 def longest_worker_seconds(evaluations: Sequence[Evaluation]) -> float:

@@ -1,0 +1,45 @@
+"""Whether one more candidate fits the run's time: estimated from what was measured."""
+
+from __future__ import annotations
+
+from orchestrator.decision.time_budget import candidate_fits, expected_candidate_seconds
+from protocol.results import (
+    CaseMeasurement,
+    Decision,
+    DecisionStatus,
+    Evaluation,
+    EvaluationStatus,
+    ExperimentRecord,
+    WorkerRecord,
+)
+
+
+def _experiment(experiment_id: str, *walls: tuple[str, float]) -> ExperimentRecord:
+    return ExperimentRecord(
+        experiment_id=experiment_id, source_sha256="0" * 64, normalized_sha256="0" * 64,
+        decision=Decision(status=DecisionStatus.BASELINE if experiment_id == "baseline" else DecisionStatus.REJECTED,
+                          reason="-"),
+        evaluations=[Evaluation(label=label, status=EvaluationStatus.OK, worker=WorkerRecord(wall_seconds=wall))
+                     for label, wall in walls])
+
+
+def test_the_last_measured_candidate_sets_the_estimate():
+    experiments = [_experiment("baseline", ("baseline", 9.0)),
+                   _experiment("r001-c000", ("incumbent", 2.0), ("candidate", 3.0), ("incumbent", 2.5))]
+    assert expected_candidate_seconds(experiments) == 7.5
+
+
+def test_before_any_candidate_two_unprofiled_baseline_workers_are_the_least_a_candidate_costs():
+    experiments = [_experiment("baseline", ("baseline", 13.0), ("deep_profile", 40.0))]
+    experiments[0].evaluations[0].cases = [
+        CaseMeasurement(case_id=case_id, protected=True, weight=1.0, phase_seconds={"verify": 0.5, "benchmark": 1.0, "profile": 5.0})
+        for case_id in ("small", "large")]
+    assert expected_candidate_seconds(experiments) == 6.0
+    # so a first candidate that could not even finish those never starts
+    assert not candidate_fits(5.0, expected_candidate_seconds(experiments))
+    assert candidate_fits(6.5, expected_candidate_seconds(experiments))
+
+
+def test_with_nothing_measured_the_estimate_is_zero_and_only_the_clock_decides():
+    assert expected_candidate_seconds([]) == 0.0
+    assert candidate_fits(0.1, 0.0) and not candidate_fits(0.0, 0.0)
