@@ -53,3 +53,9 @@ def run_profile(harness: Any, artifact: Any, case: dict[str, Any], request: dict
     if not isinstance(value, dict):
         raise TypeError(f"profile() must return a JSON object, got {type(value).__name__}")
     return compact(_finite(value), request["artifacts_dir"])
+
+
+def run_judged_profile(judge: Any, case: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """The profile of a GPU judge: Proton over its replay of the candidate's recorded launches."""
+    Path(request["artifacts_dir"]).mkdir(parents=True, exist_ok=True)
+    return compact(_finite(judge.profile(case, request)), request["artifacts_dir"])

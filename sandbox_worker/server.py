@@ -108,6 +108,9 @@ class Worker:
 
     def _setup(self, setup: dict[str, Any]) -> bool:
         started = time.perf_counter()
+        # torch.cuda.is_available() through NVML, not the CUDA runtime: a GPU judge forks its candidate's
+        # process after this check, and a process that has initialised CUDA cannot fork one that uses it.
+        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         try:
             applied = isolation.apply_isolation(setup["isolation"])  # with `processes`, the rest runs in pid 2
             self.target = setup["target"]
@@ -208,12 +211,12 @@ class Worker:
     def on_screen(self, command: dict[str, Any]) -> None:
         from sandbox_worker.screening import InProcessSteps, screen_variants
 
-        if self.judge is not None:
+        if self.judge is not None and not self.judge.records_launches:
             judge = self.judge
 
             def steps_for(kernel_path: str) -> Any:  # a fresh candidate process per variant
                 return judge.for_variant(kernel_path)
-        else:
+        else:  # on a GPU screening runs in this worker: it only ranks, the judged gate decides
             def steps_for(kernel_path: str) -> Any:
                 return InProcessSteps(self.harness, self.target, kernel_path)
 
@@ -223,8 +226,12 @@ class Worker:
             budget_seconds=float(command.get("budget_seconds", 600.0))))
 
     def on_profile(self, command: dict[str, Any]) -> None:
-        from sandbox_worker.profiling import run_profile
+        from sandbox_worker.profiling import run_judged_profile, run_profile
 
+        if self.judge is not None and self.judge.records_launches:
+            judge, case, request = self.judge, command["case"], command["request"]
+            self._run(command, "profile", lambda: run_judged_profile(judge, case, request))
+            return
         if self.judge is not None:
             self._run(command, "profile", _judged_profile)
             return
@@ -232,7 +239,7 @@ class Worker:
 
 
 def _judged_profile() -> dict[str, Any]:
-    """What a profile request gets in judged mode (a CPU target): there is no GPU launch to profile."""
+    """What a profile request gets in judged mode on a CPU target: there is no GPU launch to profile."""
     from sandbox_worker.harness_kit.device import cuda_unavailable_reason
 
     reason = cuda_unavailable_reason() or "a CPU target: there is no GPU launch to profile"
@@ -244,14 +251,17 @@ RELAYED_CATEGORIES = ("exception", "resource_limit", "sandbox_violation", "build
 
 def _start_judge(harness: ModuleType, target: dict[str, Any], kernel_path: str, writable: list[str] | None, *,
                  own_pid_namespace: bool) -> Judge | None:
-    """A judge and its forked candidate process when the harness declares `JUDGE` and the target runs on
-    the CPU (the Triton interpreter); None keeps the harness's own verify/benchmark in this process."""
+    """A judge and its forked candidate process when the harness declares `JUDGE`: on the CPU (the Triton
+    interpreter) it calls the candidate per sample, on a GPU it replays the candidate's recorded launches.
+    None keeps the harness's own verify/benchmark in this process."""
     from sandbox_worker.harness_kit.entry_point import JudgedEntry, device_for
+    from sandbox_worker.judged.gpu_judge import GpuJudge
 
     spec = getattr(harness, "JUDGE", None)
-    if not isinstance(spec, JudgedEntry) or device_for(target) != "cpu":
+    if not isinstance(spec, JudgedEntry):
         return None
-    return Judge.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace)
+    kind = Judge if device_for(target) == "cpu" else GpuJudge
+    return kind.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace)
 
 
 def _relayed_failure(command_id: int, phase: str, failure: dict[str, Any]) -> dict[str, Any]:

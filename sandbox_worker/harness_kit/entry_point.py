@@ -27,8 +27,9 @@ class JudgedEntry:
     (sandbox_worker/judged/judge.py): the entry's name, how to draw a case's inputs, the trusted reference,
     the comparison options of `checks.compare` (plus `allow_input_mutation`) and the case's work figures;
     with `outputs_are_arguments` the reference returns the outputs the entry is to write into.
-    On the CPU (the Triton interpreter) the worker then judges the candidate from another process; on a GPU
-    the harness's own `verify`/`benchmark` run as before."""
+    The worker then judges the candidate from another process: on the CPU (the Triton interpreter) by calling
+    it per sample, on a GPU by replaying the Triton launches it recorded (sandbox_worker/judged/gpu_judge.py).
+    A harness without `JUDGE` keeps its own `verify`/`benchmark`, run in the candidate's process."""
 
     entry: str
     kernel_name: str

@@ -10,6 +10,9 @@ it can lie here only to fail. Messages (JSON lines over its own socket):
     judge -> {"kind": "layout", "layout", "slots"}           <- {"kind": "mapped"}
     judge -> {"kind": "call", "slot", "nonce"}               <- {"kind": "called", "nonce", "outputs"}
                                                              or {"kind": "raised", "nonce", "failure"}
+    GPU targets (record and replay, `recording.py`): the inputs are copied to the GPU and the entry recorded
+    judge -> {"kind": "record", "slot", "nonce"}             <- {"kind": "recorded", "record", "outputs"}
+    judge -> {"kind": "kernel", "hash"}                      <- {"kind": "kernel", "payload"}
 Any reply also carries `attempts`: what the sandbox refused since the last reply (attempt_monitor).
 """
 
@@ -34,6 +37,7 @@ class CandidateLoop:
         self.layout: SlotLayout | None = None
         self.slot_views: list[tuple[list[Any], list[Any]]] = []
         self.buffer: Any = None
+        self.kernels: dict[str, Any] = {}  # compiled kernels seen in records, by hash
 
     def serve(self) -> int:
         while True:
@@ -104,6 +108,44 @@ class CandidateLoop:
                 raise
             return {"kind": "raised", "nonce": nonce, "failure": failure_event(None, "verify", exc)}
         return {"kind": "called", "nonce": nonce, "outputs": described}
+
+
+    def on_record(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Copy the slot's inputs to the GPU, record the entry there, store its outputs back in the slot."""
+        import torch
+
+        from sandbox_worker.judged.recording import record_call
+
+        nonce = message["nonce"]
+        if self.layout is None or self.entry is None:
+            return {"kind": "raised", "nonce": nonce,
+                    "failure": failure_event(None, "verify", RuntimeError("record before build and layout"))}
+        inputs, outputs = self.slot_views[int(message["slot"])]
+        on_gpu = [tensor.to("cuda") for tensor in inputs]
+        written = [torch.empty(o.shape, dtype=o.dtype, device="cuda") for o in outputs] \
+            if self.layout.outputs_are_arguments else []
+        arguments = [on_gpu[a["tensor"]] if "tensor" in a else a.get("value") for a in self.layout.arguments]
+        try:
+            record, returned, kernels = record_call(self.entry, [*on_gpu, *written], [*arguments, *written],
+                                                    self.layout.outputs_are_arguments)
+            described = None
+            if self.layout.outputs_are_arguments:
+                for slot_tensor, tensor in zip(outputs, written, strict=True):
+                    slot_tensor.copy_(tensor.to("cpu"))
+            else:
+                described = _store(returned, outputs, on_gpu)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate is a failure, not an exit
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return {"kind": "raised", "nonce": nonce, "failure": failure_event(None, "verify", exc)}
+        self.kernels.update(kernels)
+        return {"kind": "recorded", "nonce": nonce, "record": record, "outputs": described}
+
+    def on_kernel(self, message: dict[str, Any]) -> dict[str, Any]:
+        from sandbox_worker.judged.recording import kernel_payload
+
+        kernel = self.kernels.get(str(message.get("hash")))
+        return {"kind": "kernel", "payload": kernel_payload(kernel) if kernel is not None else None}
 
 
 def _shifted(spec: Any, shift: int) -> Any:

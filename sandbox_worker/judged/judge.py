@@ -72,6 +72,7 @@ class Judge:
     next_slot: int = 0
     buffer: Any = None
     writable_dirs: list[str] | None = None
+    records_launches = False  # GpuJudge: replays recorded launches instead of calling the candidate per sample
 
     @classmethod
     def start(cls, spec: Any, target: dict[str, Any], kernel_path: str, *, writable_dirs: list[str] | None,
@@ -202,7 +203,7 @@ class Judge:
     def _check(self, prepared: PreparedCall, reply: dict[str, Any]) -> dict[str, Any]:
         """Verdict on the slot after the call: what was returned, the values, the inputs."""
         described = reply.get("outputs")
-        problem = None if self.spec.outputs_are_arguments else _returned_problem(described, prepared.expected,
+        problem = None if self.spec.outputs_are_arguments else returned_problem(described, prepared.expected,
                                                                                  self.spec.compare)
         if problem is not None:
             return checks.verdict(False, problem)
@@ -224,7 +225,8 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _returned_problem(described: Any, expected: tuple[Any, ...], compare: dict[str, Any]) -> str | None:
+def returned_problem(described: Any, expected: tuple[Any, ...], compare: dict[str, Any],
+                      device: str = "cpu") -> str | None:
     """What is wrong with what the candidate says it returned, or None. Values are read from the slot."""
     if not isinstance(described, list) or len(described) != len(expected):
         count = len(described) if isinstance(described, list) else "?"
@@ -238,8 +240,8 @@ def _returned_problem(described: Any, expected: tuple[Any, ...], compare: dict[s
             return f"{where} has shape {facts.get('shape')}, expected {list(reference.shape)}"
         if facts.get("dtype") != str(reference.dtype).removeprefix("torch."):
             return f"{where} has dtype {facts.get('dtype')}, expected {str(reference.dtype).removeprefix('torch.')}"
-        if str(facts.get("device", "")).split(":")[0] != "cpu":
-            return f"{where} is on {facts.get('device')}, expected cpu"
+        if str(facts.get("device", "")).split(":")[0] != device.split(":")[0]:
+            return f"{where} is on {facts.get('device')}, expected {device}"
         if facts.get("aliases_input"):
             return f"{where} shares memory with an input"
         if compare.get("require_contiguous") and not facts.get("contiguous"):

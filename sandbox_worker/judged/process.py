@@ -92,7 +92,7 @@ class CandidateProcess:
             raise CandidateDied(self._reap()) from None
         elapsed = time.perf_counter_ns() - started
         self.freeze()
-        if reply.get("kind") not in expected or (reply.get("kind") in ("called", "raised")
+        if reply.get("kind") not in expected or (reply.get("kind") in ("called", "recorded", "raised")
                                                   and reply.get("nonce") != nonce):
             raise CandidateBrokeProtocol(
                 f"expected {'/'.join(expected)} for the request in flight, got {str(reply.get('kind'))[:40]!r}"

@@ -1,0 +1,260 @@
+"""The judge on a GPU target: record the candidate's launches in its process, replay them in the judge's.
+
+Per case, verify asks the candidate process to record its entry on two fresh inputs (`recording.py`; the
+inputs cross as bytes in the shared slot, the candidate copies them to its GPU), checks each record
+(`replay.parse_record`), loads the compiled kernels it names into the judge's own CUDA context, and replays
+the launches on the judge's own CUDA inputs (drawn again from the same salts) and its own output buffers,
+poisoned first. The outputs are compared with the reference here; the two records must be the same (the
+launches may not depend on the data), and the outputs must follow the inputs. Benchmark times the replay
+with the timing kit (events with an L2 flush, or CUDA graphs under ~20 µs), rotating over input sets drawn
+fresh for it and checking every set afterwards. Profiles run Proton over the same replay. The candidate's
+Python never runs in this process, and its process is stopped (SIGSTOP) whenever the judge is measuring.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox_worker.harness_kit import checks, timing
+from sandbox_worker.harness_kit.entry_point import budget_seconds, timing_mode
+from sandbox_worker.judged.judge import (
+    SLOTS,
+    VERIFY_SALTS,
+    CandidateRaised,
+    CheatDetected,
+    Judge,
+    returned_problem,
+)
+from sandbox_worker.judged.replay import KernelLibrary, Recording, RecordRefused, ReplayPlan, parse_record
+from sandbox_worker.judged.slots import plan_layout
+
+BENCHMARK_SALT_BASE = 1_000
+ROTATION = 3  # input sets the timed calls rotate over, each checked after timing
+PROFILE_SALT = 2_000
+VERDICT_MODE = "judge_replay"
+
+
+class CudaAlreadyInitialized(Exception):
+    """The harness initialised CUDA at import: a forked candidate process could not use the GPU."""
+
+
+@dataclass
+class GpuCall:
+    """One call as the judge holds it: CUDA arguments (and, for an entry that writes into output arguments,
+    the output tensors passed after them), host copies, the reference outputs on the host, private copies."""
+
+    arguments: tuple[Any, ...]  # on the GPU, contiguous
+    host_arguments: tuple[Any, ...]
+    expected: tuple[Any, ...]  # on the host
+    snapshot: tuple[Any, ...]  # private copies of the CUDA tensor inputs
+    out_arguments: tuple[Any, ...] = ()  # outputs_are_arguments: where the entry writes
+
+    @property
+    def tensors(self) -> list[Any]:
+        return [a for a in self.arguments if _is_tensor(a)]
+
+    @property
+    def replay_tensors(self) -> list[Any]:
+        """The storages the record names as inputs, in order: tensor arguments, then output arguments."""
+        return [*self.tensors, *self.out_arguments]
+
+
+@dataclass
+class GpuJudge(Judge):
+    device: str = "cuda"
+    library: KernelLibrary = field(default_factory=KernelLibrary)
+    plans: dict[str, ReplayPlan] = field(default_factory=dict)
+    recorded_slot: int = 0
+    records_launches = True
+
+    @classmethod
+    def start(cls, spec: Any, target: dict[str, Any], kernel_path: str, *, writable_dirs: list[str] | None,
+              own_pid_namespace: bool) -> GpuJudge:
+        import torch
+
+        if torch.cuda.is_initialized():
+            raise CudaAlreadyInitialized(
+                "the harness initialised CUDA when it was imported; judged mode forks the candidate's process "
+                "first, so create CUDA tensors inside make_inputs and reference, not at module level")
+        from sandbox_worker.harness_kit.entry_point import device_for
+        from sandbox_worker.judged.process import CandidateProcess
+
+        return cls(spec=spec, target=target, kernel_path=kernel_path, writable_dirs=writable_dirs,
+                   process=CandidateProcess.fork(writable_dirs, own_pid_namespace), device=device_for(target))
+
+    def for_variant(self, kernel_path: str) -> GpuJudge:
+        """Never: a candidate process must be forked before the judge initialises CUDA, so a GPU worker
+        screens in process (`Worker.on_screen`; screening ranks, it never decides)."""
+        raise RecordRefused("a GPU judge cannot fork another candidate process once CUDA is initialised")
+
+    # ---- verify ----------------------------------------------------------------------------------------
+
+    def _verify_trials(self, case: dict[str, Any]) -> dict[str, Any]:
+        trials, structures = [], []
+        for salt in VERIFY_SALTS:
+            call = self._draw(case, salt)
+            try:
+                recording, described = self._record(call)
+                plan = ReplayPlan(recording, self.library)
+                plan.check_arity()
+                outputs = self._replay_once(plan, call)
+            except RecordRefused as exc:
+                return checks.verdict(False, str(exc))
+            verdict = self._check_replay(call, described if described is not None else [], outputs)
+            if not verdict["passed"]:
+                own = self._own_outputs_problem(call, described)
+                if own is None:
+                    verdict["diagnostics"] += (" (the entry's own call was correct, its replayed launches were not: "
+                                               "the wrapper does work between launches that replay cannot repeat)")
+                return verdict
+            structures.append(recording.structure())
+            trials.append((call.expected, tuple(o.detach().cpu() for o in outputs), verdict))
+            self.plans[str(case.get("case_id"))] = plan
+        verdicts = [trial[2] for trial in trials]
+        if structures[0] != structures[1]:
+            verdicts.append(checks.verdict(False, "the launches differ between two inputs of the same case "
+                                                  "(grid, scalar arguments, kernels or buffers depend on the data); "
+                                                  "the judge replays one recording per case"))
+        if checks.outputs_equal(trials[0][0], trials[1][0]):
+            verdicts.append(checks.verdict(
+                False, "reference output does not depend on input: the case cannot detect memoized outputs"))
+        elif checks.outputs_equal(trials[0][1], trials[1][1]):
+            verdicts.append(checks.verdict(False, "output does not depend on input: identical outputs for two "
+                                                  "different inputs"))
+        return checks.merge_verdicts(verdicts)
+
+    def _draw(self, case: dict[str, Any], salt: int) -> GpuCall:
+        """Inputs from the case and salt on the judge's GPU, and the reference computed on private copies."""
+        raw = tuple(self.spec.make_inputs(case, self.device, salt))
+        arguments = tuple(a.contiguous() if _is_tensor(a) else a for a in raw)
+        expected = self.spec.reference(*checks.clone_args(arguments))
+        expected = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
+        host = tuple(a.detach().cpu() if _is_tensor(a) else a for a in arguments)
+        out_arguments = tuple(e.new_empty(e.shape) for e in expected) if self.spec.outputs_are_arguments else ()
+        return GpuCall(arguments=arguments, host_arguments=host,
+                       expected=tuple(e.detach().cpu() for e in expected),
+                       snapshot=tuple(a.clone() for a in arguments if _is_tensor(a)), out_arguments=out_arguments)
+
+    def _record(self, call: GpuCall) -> tuple[Recording, Any]:
+        """The candidate records its entry on this call's inputs (copied through the slot); kernels it names
+        that the judge has not loaded are fetched and loaded."""
+        layout = plan_layout(call.host_arguments, call.expected, outputs_are_arguments=self.spec.outputs_are_arguments)
+        if layout != self.layout:
+            self._map(layout)
+        slot = self.next_slot
+        self.next_slot = (slot + 1) % SLOTS
+        inputs, outputs = self.slot_views[slot]
+        for view, argument in zip(inputs, (a for a in call.host_arguments if _is_tensor(a)), strict=True):
+            view.copy_(argument)
+        checks.poison_(outputs)
+        self.recorded_slot = slot
+        reply = self._request({"kind": "record", "slot": slot}, ("recorded", "raised"))[0]
+        if reply["kind"] == "raised":
+            raise CandidateRaised(reply["failure"] if isinstance(reply.get("failure"), dict) else {})
+        recording = parse_record(reply.get("record"), len(inputs) + (len(outputs) if self.spec.outputs_are_arguments else 0))
+        for key in recording.kernel_hashes:
+            if key not in self.library:
+                payload = self._request({"kind": "kernel", "hash": key}, ("kernel",))[0]
+                self.library.load(key, payload.get("payload"))
+        return recording, reply.get("outputs")
+
+    def _replay_once(self, plan: ReplayPlan, call: GpuCall) -> tuple[Any, ...]:
+        return self._replay_checked_call(plan.bind(call.replay_tensors), call)
+
+    def _replay_checked_call(self, bound: Any, call: GpuCall) -> tuple[Any, ...]:
+        """One replay with its outputs poisoned first, synchronized; returns what the check reads."""
+        import torch
+
+        checks.poison_([*bound.outputs, *call.out_arguments])
+        outputs = bound()
+        torch.cuda.synchronize(self.device)
+        return call.out_arguments if self.spec.outputs_are_arguments else outputs
+
+    def _check_replay(self, call: GpuCall, described: Any, outputs: tuple[Any, ...]) -> dict[str, Any]:
+        """Verdict on a replay: what the entry said it returned (when `described` is given), the values
+        against the reference, and the inputs against the judge's private copies."""
+        if described is not None and not self.spec.outputs_are_arguments:
+            problem = returned_problem(described, call.expected, self.spec.compare, device="cuda")
+            if problem is not None:
+                return checks.verdict(False, problem)
+        actual = tuple(o.detach().cpu() for o in outputs)
+        options = {k: v for k, v in self.spec.compare.items() if k != "allow_input_mutation"}
+        result = checks.compare(actual[0] if len(actual) == 1 else actual,
+                                call.expected[0] if len(call.expected) == 1 else call.expected,
+                                inputs=call.host_arguments, **options)
+        if self.spec.compare.get("allow_input_mutation"):
+            return result
+        return checks.merge_verdicts([result, checks.inputs_unchanged(call.tensors, call.snapshot)])
+
+    def _own_outputs_problem(self, call: GpuCall, described: Any) -> str | None:
+        """Whether the candidate's own recorded call (its outputs, copied to the slot) was wrong; None if right."""
+        actual = self._read_outputs(self.recorded_slot)
+        options = {k: v for k, v in self.spec.compare.items() if k != "allow_input_mutation"}
+        result = checks.compare(actual[0] if len(actual) == 1 else actual,
+                                call.expected[0] if len(call.expected) == 1 else call.expected,
+                                inputs=call.host_arguments, **options)
+        return None if result["passed"] else result["diagnostics"]
+
+    # ---- benchmark -------------------------------------------------------------------------------------
+
+    def benchmark(self, case: dict[str, Any], repetitions: int) -> dict[str, Any]:
+        plan = self._plan_for(case)
+        calls = [self._draw(case, BENCHMARK_SALT_BASE + index) for index in range(ROTATION)]
+        bound = [plan.bind(call.replay_tensors) for call in calls]
+        turn = itertools.count()
+        last = {"index": 0}
+
+        def replay() -> tuple[Any, ...]:
+            index = next(turn) % ROTATION
+            last["index"] = index
+            outputs = bound[index]()
+            return calls[index].out_arguments if self.spec.outputs_are_arguments else outputs
+
+        def check_last(output: Any) -> None:
+            self._raise_if_wrong(calls[last["index"]], output, "the last timed call")
+
+        mode = timing_mode(case, self.device)
+        result = timing.measure(replay, repetitions=repetitions, device=self.device, mode=mode,  # type: ignore[arg-type]
+                                budget_seconds=budget_seconds(case), check_last=check_last)
+        for index, (call, replayed) in enumerate(zip(calls, bound, strict=True)):
+            self._raise_if_wrong(call, self._replay_checked_call(replayed, call), f"input set {index} after timing")
+        result["metrics"].update({"verdict": VERDICT_MODE, "rotation": ROTATION,
+                                  "replayed_launches": sum("launch" in s for s in plan.recording.steps)})
+        if self.spec.work is not None:
+            result["metrics"].update(self.spec.work(case))
+        return result
+
+    def _raise_if_wrong(self, call: GpuCall, outputs: Any, what: str) -> None:
+        verdict = self._check_replay(call, None, outputs if isinstance(outputs, tuple) else (outputs,))
+        if not verdict["passed"]:
+            raise CheatDetected("judge's check of the replayed calls", f"{what}: {verdict['diagnostics']}")
+
+    def _plan_for(self, case: dict[str, Any]) -> ReplayPlan:
+        plan = self.plans.get(str(case.get("case_id")))
+        if plan is None:  # benchmark without verify in this worker: record once on inputs of its own
+            recording, _ = self._record(self._draw(case, BENCHMARK_SALT_BASE - 1))
+            plan = ReplayPlan(recording, self.library)
+            plan.check_arity()
+            self.plans[str(case.get("case_id"))] = plan
+        return plan
+
+    # ---- profile ---------------------------------------------------------------------------------------
+
+    def profile(self, case: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        from sandbox_worker.harness_kit.profile_kit import profile_with_kit
+
+        plan = self._plan_for(case)
+        bound = plan.bind(self._draw(case, PROFILE_SALT).replay_tensors)
+        result = profile_with_kit(bound, request=request, case=case, kernel_name=self.spec.kernel_name,
+                                  main_scope=self.target.get("main_scope") or self.spec.kernel_name, ncu_replay=None)
+        result["diagnostics"].append("judged mode: Proton timed the judge's replay of the recorded launches; "
+                                     "ncu does not profile replays yet")
+        return result
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
