@@ -251,17 +251,22 @@ RELAYED_CATEGORIES = ("exception", "resource_limit", "sandbox_violation", "build
 
 def _start_judge(harness: ModuleType, target: dict[str, Any], kernel_path: str, writable: list[str] | None, *,
                  own_pid_namespace: bool) -> Judge | None:
-    """A judge and its forked candidate process when the harness declares `JUDGE`: on the CPU (the Triton
-    interpreter) it calls the candidate per sample, on a GPU it replays the candidate's recorded launches.
-    None keeps the harness's own verify/benchmark in this process."""
+    """A judge and its forked candidate process when the harness declares `JUDGE` and the target's
+    `verdict_process` allows: on the CPU (the Triton interpreter) it calls the candidate per sample, on a GPU
+    (target `verdict_process: "judge"`) it replays the candidate's recorded launches. None keeps the harness's
+    own verify/benchmark in this process."""
     from sandbox_worker.harness_kit.entry_point import JudgedEntry, device_for
     from sandbox_worker.judged.gpu_judge import GpuJudge
 
     spec = getattr(harness, "JUDGE", None)
-    if not isinstance(spec, JudgedEntry):
+    choice = target.get("verdict_process") or "auto"
+    if not isinstance(spec, JudgedEntry) or choice == "candidate":
         return None
-    kind = Judge if device_for(target) == "cpu" else GpuJudge
-    return kind.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace)
+    if device_for(target) == "cpu":
+        return Judge.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace)
+    if choice != "judge":  # on a GPU the judge is asked for by the target until it is the measured default
+        return None
+    return GpuJudge.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace)
 
 
 def _relayed_failure(command_id: int, phase: str, failure: dict[str, Any]) -> dict[str, Any]:

@@ -139,7 +139,7 @@ def vector_add(x, y):
 '''
 
 
-def evaluate(tmp_path: Path, source: str) -> Evaluation:
+def evaluate(tmp_path: Path, source: str, **target_fields: str) -> Evaluation:
     kernel = tmp_path / "kernel.py"
     kernel.write_text(source)
     work_dir = tmp_path / "worker"
@@ -147,7 +147,8 @@ def evaluate(tmp_path: Path, source: str) -> Evaluation:
     async def main() -> Evaluation:
         plan = EvaluationPlan(
             label="candidate", experiment_id="e001", run_id="judged", kernel_path=kernel,
-            harness_path=VECTOR_ADD / "harness.py", target=load_target_file(VECTOR_ADD / "target.json"),
+            harness_path=VECTOR_ADD / "harness.py",
+            target=load_target_file(VECTOR_ADD / "target.json").model_copy(update=target_fields),
             cases=load_cases_file(CASES), repetitions=5, work_dir=work_dir, log_path=tmp_path / "worker.log",
             deadline=trio.current_time() + 120.0, phase_seconds=60.0, log_limit_bytes=1 << 20,
             isolation=IsolationConfig(mode="standard", scratch_dir=str(work_dir), writable_dirs=[str(work_dir)]))
@@ -163,6 +164,13 @@ def test_honest_kernel_is_judged_from_another_process(tmp_path):
     case = evaluation.cases[0]
     assert case.cache_policy == "judged_cpu_round_trip"
     assert case.metrics["benchmark.checked_calls"] >= len(case.samples_us) >= 5
+
+
+def test_a_target_can_keep_the_verdict_in_the_candidates_process(tmp_path):
+    evaluation = evaluate(tmp_path, HONEST, verdict_process="candidate")
+    assert evaluation.status.value == "ok", evaluation.reason
+    assert evaluation.worker.verdict_process == "candidate"
+    assert evaluation.cases[0].cache_policy != "judged_cpu_round_trip"
 
 
 def test_work_deferred_past_the_reply_is_caught(tmp_path):
