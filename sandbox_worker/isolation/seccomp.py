@@ -138,6 +138,23 @@ def escape_rules() -> list[Rule]:
     return rules
 
 
+def judge_protection_rules(judge_pid: int, judge_pgid: int) -> list[Rule]:
+    """For a judged candidate's process: no signal toward the judge (a stopped or killed judge decides
+    nothing, but its clock is its own), its process group, every process (-1), or a namespace's init.
+    kill and the sigqueue calls take the target in arg0; tkill names a thread, and the judge's threads are
+    not known in advance, so it is refused outright (glibc signals threads with tgkill); pidfd_open of the
+    judge is refused, and with it any pidfd_send_signal toward it."""
+    deny = errno_action(errno.EPERM)
+    targets = tuple(sorted({judge_pid, 0, 1, 0xFFFFFFFF, (-judge_pgid) & 0xFFFFFFFF}))
+    number = syscalls.syscall_number
+    return [Rule(number("kill"), deny, arg0_equals=targets),
+            Rule(number("tgkill"), deny, arg0_equals=targets),
+            Rule(number("rt_sigqueueinfo"), deny, arg0_equals=targets),
+            Rule(number("rt_tgsigqueueinfo"), deny, arg0_equals=targets),
+            Rule(number("pidfd_open"), deny, arg0_equals=(judge_pid, 1)),
+            Rule(number("tkill"), deny)]
+
+
 def install(rules: list[Rule]) -> None:
     """Load a filter for every thread of the process (TSYNC), falling back to prctl for this thread."""
     instructions = build_program(rules, syscalls.audit_arch(), deny_x32=syscalls.machine() == "x86_64")

@@ -27,6 +27,8 @@ _SYSCALL_NUMBERS: dict[str, dict[str, int]] = {
         "io_uring_setup": 425, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
         "fsmount": 432, "clone3": 435, "pidfd_getfd": 438, "mount_setattr": 442, "landlock_create_ruleset": 444,
         "landlock_add_rule": 445, "landlock_restrict_self": 446,
+        "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+        "pidfd_send_signal": 424, "pidfd_open": 434,
     },
     "aarch64": {
         "umount2": 39, "mount": 40, "pivot_root": 41, "unshare": 97, "kexec_load": 104, "init_module": 105,
@@ -36,6 +38,8 @@ _SYSCALL_NUMBERS: dict[str, dict[str, int]] = {
         "io_uring_setup": 425, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
         "fsmount": 432, "clone3": 435, "pidfd_getfd": 438, "mount_setattr": 442, "landlock_create_ruleset": 444,
         "landlock_add_rule": 445, "landlock_restrict_self": 446,
+        "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+        "pidfd_send_signal": 424, "pidfd_open": 434,
     },
 }
 _AUDIT_ARCH = {"x86_64": AUDIT_ARCH_X86_64, "aarch64": AUDIT_ARCH_AARCH64}

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from sandbox_worker.channel import Channel, ChannelClosed
-from sandbox_worker.isolation import syscalls
+from sandbox_worker.isolation import seccomp, syscalls
 
 PR_SET_DUMPABLE = 4
 PR_SET_PDEATHSIG = 1
@@ -62,14 +62,19 @@ class CandidateProcess:
 
         judge_end, candidate_end = socket.socketpair()
         memfd = os.memfd_create("tlx-judged-slots", os.MFD_CLOEXEC)
+        judge_pid, judge_pgid = os.getpid(), os.getpgid(0)
         pid = os.fork()
         if pid == 0:  # the candidate process: keep only its socket, the shared memory and stdout/stderr
             try:
                 judge_end.close()
                 _close_fds_except({0, 1, 2, candidate_end.fileno(), memfd})
                 syscalls.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            finally:
-                candidate.run(candidate_end.detach(), memfd, writable_dirs)
+                if writable_dirs is not None:  # sandboxed: no signal reaches the judge from here on
+                    seccomp.install(seccomp.judge_protection_rules(judge_pid, judge_pgid))
+            except BaseException as exc:  # noqa: BLE001 - never return into the judge's code
+                os.write(2, f"tlx-agent: the candidate process could not be set up: {exc}\n".encode()[:500])
+                os._exit(4)
+            candidate.run(candidate_end.detach(), memfd, writable_dirs)
         candidate_end.close()
         # Non-dumpable: the candidate (same uid) can no longer open /proc/<judge>/mem, fd or environ.
         syscalls.prctl(PR_SET_DUMPABLE, 0)

@@ -116,6 +116,17 @@ def _judge_reachable():
             pass
         if pidfd >= 0 and libc.syscall(438, pidfd, number, 0) >= 0:  # pidfd_getfd
             return f"pidfd_getfd({judge}, {number})"
+    if pidfd >= 0:
+        return f"pidfd_open({judge})"
+    # signal 0 only asks whether a signal would be delivered: a SIGSTOP or SIGKILL would be, just as well
+    for target in (judge, 0, -1, -os.getpgid(judge)):
+        try:
+            os.kill(target, 0)
+            return f"kill({target}, ...)"
+        except OSError:
+            pass
+    if libc.syscall(234, judge, judge, 0) == 0:  # tgkill
+        return f"tgkill({judge}, {judge}, ...)"
     return None
 
 
