@@ -25,7 +25,7 @@ from typing import Any
 from sandbox_worker.attempt_monitor import AttemptMonitor
 from sandbox_worker.channel import Channel, ChannelClosed
 from sandbox_worker.failures import failure_event
-from sandbox_worker.judged.slots import SlotLayout, map_shared, views
+from sandbox_worker.judged.slots import SlotLayout, map_shared, slot_views
 
 
 class CandidateLoop:
@@ -82,12 +82,7 @@ class CandidateLoop:
         slots = int(message["slots"])
         self.buffer = map_shared(self.memfd, layout.total_bytes * slots)
         self.layout = layout
-        self.slot_views = []
-        for slot in range(slots):
-            shift = slot * layout.total_bytes
-            inputs = views(self.buffer, tuple(_shifted(s, shift) for s in layout.inputs))
-            outputs = views(self.buffer, tuple(_shifted(s, shift) for s in layout.outputs))
-            self.slot_views.append((inputs, outputs))
+        self.slot_views = slot_views(self.buffer, layout, slots)
         return {"kind": "mapped"}
 
     def on_call(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -146,12 +141,6 @@ class CandidateLoop:
 
         kernel = self.kernels.get(str(message.get("hash")))
         return {"kind": "kernel", "payload": kernel_payload(kernel) if kernel is not None else None}
-
-
-def _shifted(spec: Any, shift: int) -> Any:
-    from dataclasses import replace
-
-    return replace(spec, offset=spec.offset + shift)
 
 
 def _store(returned: Any, outputs: list[Any], inputs: list[Any]) -> list[dict[str, Any]]:

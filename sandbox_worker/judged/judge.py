@@ -13,13 +13,13 @@ failure after verification passed is reported as a cheat (`CheatDetected`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox_worker.harness_kit import checks
 from sandbox_worker.harness_kit.sampling import SamplingLimits, collect, warm_up
 from sandbox_worker.judged.process import CandidateBrokeProtocol, CandidateProcess
-from sandbox_worker.judged.slots import SlotLayout, map_shared, plan_layout, views
+from sandbox_worker.judged.slots import SlotLayout, map_shared, plan_layout, slot_views
 
 SLOTS = 2  # calls alternate between two slots, so an address-keyed cache sees two addresses, both refilled
 CACHE_POLICY_JUDGED = "judged_cpu_round_trip"
@@ -172,11 +172,7 @@ class Judge:
         if os.fstat(self.process.memfd).st_size < size:
             os.ftruncate(self.process.memfd, size)
         self.buffer = map_shared(self.process.memfd, size)
-        self.slot_views = []
-        for slot in range(SLOTS):
-            shift = slot * layout.total_bytes
-            self.slot_views.append((views(self.buffer, tuple(replace(s, offset=s.offset + shift) for s in layout.inputs)),
-                                    views(self.buffer, tuple(replace(s, offset=s.offset + shift) for s in layout.outputs))))
+        self.slot_views = slot_views(self.buffer, layout, SLOTS)
         self._request({"kind": "layout", "layout": layout.to_json(), "slots": SLOTS}, ("mapped",))
         self.layout = layout
 

@@ -125,6 +125,18 @@ def map_shared(fd: int, size: int) -> mmap.mmap:
     return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
 
 
+def slot_views(buffer: mmap.mmap, layout: SlotLayout, slots: int) -> list[tuple[list[Any], list[Any]]]:
+    """(inputs, outputs) tensors of each slot: slot k starts `k * layout.total_bytes` into the buffer."""
+    from dataclasses import replace
+
+    per_slot = []
+    for slot in range(slots):
+        shift = slot * layout.total_bytes
+        per_slot.append((views(buffer, tuple(replace(s, offset=s.offset + shift) for s in layout.inputs)),
+                         views(buffer, tuple(replace(s, offset=s.offset + shift) for s in layout.outputs))))
+    return per_slot
+
+
 def views(buffer: mmap.mmap, specs: tuple[TensorSpec, ...]) -> list[Any]:
     """Tensors over `buffer` for `specs` (writes through them land in the shared memory)."""
     import torch
