@@ -25,6 +25,8 @@ from sandbox_worker.judged.judge import (
     CandidateRaised,
     CheatDetected,
     Judge,
+    compare_to_reference,
+    input_dependence,
     returned_problem,
 )
 from sandbox_worker.judged.replay import KernelLibrary, Recording, RecordRefused, ReplayPlan, parse_record
@@ -92,7 +94,7 @@ class GpuJudge(Judge):
     # ---- verify ----------------------------------------------------------------------------------------
 
     def _verify_trials(self, case: dict[str, Any]) -> dict[str, Any]:
-        trials, structures = [], []
+        trials, structures, verdicts = [], [], []
         for salt in VERIFY_SALTS:
             call = self._draw(case, salt)
             try:
@@ -104,26 +106,20 @@ class GpuJudge(Judge):
                 return checks.verdict(False, str(exc))
             verdict = self._check_replay(call, described if described is not None else [], outputs)
             if not verdict["passed"]:
-                own = self._own_outputs_problem(call, described)
+                own = self._own_outputs_problem(call)
                 if own is None:
                     verdict["diagnostics"] += (" (the entry's own call was correct, its replayed launches were not: "
                                                "the wrapper does work between launches that replay cannot repeat)")
                 return verdict
             structures.append(recording.structure())
-            trials.append((call.expected, tuple(o.detach().cpu() for o in outputs), verdict))
+            trials.append((call.expected, tuple(o.detach().cpu() for o in outputs)))
+            verdicts.append(verdict)
             self.plans[str(case.get("case_id"))] = plan
-        verdicts = [trial[2] for trial in trials]
         if structures[0] != structures[1]:
             verdicts.append(checks.verdict(False, "the launches differ between two inputs of the same case "
                                                   "(grid, scalar arguments, kernels or buffers depend on the data); "
                                                   "the judge replays one recording per case"))
-        if checks.outputs_equal(trials[0][0], trials[1][0]):
-            verdicts.append(checks.verdict(
-                False, "reference output does not depend on input: the case cannot detect memoized outputs"))
-        elif checks.outputs_equal(trials[0][1], trials[1][1]):
-            verdicts.append(checks.verdict(False, "output does not depend on input: identical outputs for two "
-                                                  "different inputs"))
-        return checks.merge_verdicts(verdicts)
+        return checks.merge_verdicts(verdicts + input_dependence(trials))
 
     def _draw(self, case: dict[str, Any], salt: int) -> GpuCall:
         """Inputs from the case and salt on the judge's GPU, and the reference computed on private copies."""
@@ -179,22 +175,16 @@ class GpuJudge(Judge):
             problem = returned_problem(described, call.expected, self.spec.compare, device="cuda")
             if problem is not None:
                 return checks.verdict(False, problem)
-        actual = tuple(o.detach().cpu() for o in outputs)
-        options = {k: v for k, v in self.spec.compare.items() if k != "allow_input_mutation"}
-        result = checks.compare(actual[0] if len(actual) == 1 else actual,
-                                call.expected[0] if len(call.expected) == 1 else call.expected,
-                                inputs=call.host_arguments, **options)
+        result = compare_to_reference(self.spec, tuple(o.detach().cpu() for o in outputs), call.expected,
+                                      call.host_arguments)
         if self.spec.compare.get("allow_input_mutation"):
             return result
         return checks.merge_verdicts([result, checks.inputs_unchanged(call.tensors, call.snapshot)])
 
-    def _own_outputs_problem(self, call: GpuCall, described: Any) -> str | None:
+    def _own_outputs_problem(self, call: GpuCall) -> str | None:
         """Whether the candidate's own recorded call (its outputs, copied to the slot) was wrong; None if right."""
-        actual = self._read_outputs(self.recorded_slot)
-        options = {k: v for k, v in self.spec.compare.items() if k != "allow_input_mutation"}
-        result = checks.compare(actual[0] if len(actual) == 1 else actual,
-                                call.expected[0] if len(call.expected) == 1 else call.expected,
-                                inputs=call.host_arguments, **options)
+        result = compare_to_reference(self.spec, self._read_outputs(self.recorded_slot), call.expected,
+                                      call.host_arguments)
         return None if result["passed"] else result["diagnostics"]
 
     # ---- benchmark -------------------------------------------------------------------------------------

@@ -107,21 +107,15 @@ class Judge:
         return result
 
     def _verify_trials(self, case: dict[str, Any]) -> dict[str, Any]:
-        trials = []
+        trials, verdicts = [], []
         for salt in VERIFY_SALTS:
             prepared = self._prepare(case, salt)
             verdict = self._check(prepared, self._call(prepared)[0])
             if not verdict["passed"]:
                 return verdict
-            trials.append((prepared.expected, self._read_outputs(prepared.slot), verdict))
-        verdicts = [trial[2] for trial in trials]
-        if checks.outputs_equal(trials[0][0], trials[1][0]):
-            verdicts.append(checks.verdict(
-                False, "reference output does not depend on input: the case cannot detect memoized outputs"))
-        elif checks.outputs_equal(trials[0][1], trials[1][1]):
-            verdicts.append(checks.verdict(False, "output does not depend on input: identical outputs for two "
-                                                  "different inputs"))
-        return checks.merge_verdicts(verdicts)
+            trials.append((prepared.expected, self._read_outputs(prepared.slot)))
+            verdicts.append(verdict)
+        return checks.merge_verdicts(verdicts + input_dependence(trials))
 
     def benchmark(self, case: dict[str, Any], repetitions: int) -> dict[str, Any]:
         budget = float(case["parameters"].get("budget_seconds", 2.0))
@@ -203,16 +197,32 @@ class Judge:
                                                                                  self.spec.compare)
         if problem is not None:
             return checks.verdict(False, problem)
-        actual = self._read_outputs(prepared.slot)
-        options = {k: v for k, v in self.spec.compare.items() if k != "allow_input_mutation"}
-        result = checks.compare(actual[0] if len(actual) == 1 else actual,
-                                prepared.expected[0] if len(prepared.expected) == 1 else prepared.expected,
-                                inputs=prepared.arguments, **options)
+        result = compare_to_reference(self.spec, self._read_outputs(prepared.slot), prepared.expected,
+                                      prepared.arguments)
         if self.spec.compare.get("allow_input_mutation"):
             return result
         inputs = self.slot_views[prepared.slot][0]
         private = tuple(a for a in prepared.arguments if _is_tensor(a))
         return checks.merge_verdicts([result, checks.inputs_unchanged(inputs, private)])
+
+
+def compare_to_reference(spec: Any, actual: tuple[Any, ...], expected: tuple[Any, ...],
+                         inputs: tuple[Any, ...]) -> dict[str, Any]:
+    """`checks.compare` of a call's outputs with the reference, under the harness's comparison options."""
+    options = {k: v for k, v in spec.compare.items() if k != "allow_input_mutation"}
+    return checks.compare(actual[0] if len(actual) == 1 else actual, expected[0] if len(expected) == 1 else expected,
+                          inputs=inputs, **options)
+
+
+def input_dependence(trials: list[tuple[tuple[Any, ...], tuple[Any, ...]]]) -> list[dict[str, Any]]:
+    """Failed verdicts for two verify trials (reference, output) whose outputs do not follow their inputs."""
+    (first_expected, first_actual), (second_expected, second_actual) = trials
+    if checks.outputs_equal(first_expected, second_expected):
+        return [checks.verdict(False, "reference output does not depend on input: the case cannot detect "
+                                      "memoized outputs")]
+    if checks.outputs_equal(first_actual, second_actual):
+        return [checks.verdict(False, "output does not depend on input: identical outputs for two different inputs")]
+    return []
 
 
 def _is_tensor(value: Any) -> bool:

@@ -37,15 +37,16 @@ for e in r["experiments"]:
     print(f"  {e['experiment_id']:<10} {d.get('status')} [{walls}] {d.get('reason','')[:110]}")
 PY
 }
-# run_opt NAME EXAMPLE ARGS...: one optimize run on the example's h200 bundle into $OUT/NAME (no commit),
+# run_opt NAME EXAMPLE ARGS...: one optimize run on the example's h200 bundle into $OUT/NAME (no commit; HARNESS
+# and TARGET override the bundle's harness.py and h200/target.json),
 # killed after $RUN_LIMIT seconds; its decisions go to $OUT/summary.txt.
 run_opt() {
   local name=$1 example=$2; shift 2
   local t0
   t0=$(date +%s)
   timeout "${RUN_LIMIT:-240}" python3 -m orchestrator.cli optimize --kernel "examples/$example/kernel.py" \
-    --harness "examples/$example/harness.py" --cases "examples/$example/h200/cases.json" \
-    --target "examples/$example/h200/target.json" --output-dir "$OUT/$name" --no-commit-winner "$@" \
+    --harness "${HARNESS:-examples/$example/harness.py}" --cases "examples/$example/h200/cases.json" \
+    --target "${TARGET:-examples/$example/h200/target.json}" --output-dir "$OUT/$name" --no-commit-winner "$@" \
     > "$OUT/$name.json" 2> "$OUT/$name.log" || true
   echo "$name wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
   summary "$name" "$OUT/$name.json"
