@@ -80,9 +80,11 @@ class _ManifestView(BaseModel):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, metavar="RUN",
                         help="the run's --output-dir, or the JSON document optimize printed on stdout, saved to a file")
-    parser.add_argument("--format", choices=("json", "text"), default="json",
+    parser.add_argument("--format", choices=("json", "text", "html"), default="json",
                         help="json: the report on stdout only; text: also a readable block on stderr "
-                             "(stdout stays the one JSON document)")
+                             "(stdout stays the one JSON document); html: also a self-contained page "
+                             "(RUN/report.html; a batch directory gets its batch page), its path in `html`")
+    parser.add_argument("--output", type=Path, metavar="FILE", help="html: write the page here instead")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
 
@@ -352,7 +354,30 @@ def format_text(report: CompletionReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _html_main(args: argparse.Namespace) -> int:
+    """The HTML page (docs/reports.md); stdout is the completion report plus `html`, or the batch's summary."""
+    from orchestrator.report_html import HtmlReportError, is_batch_dir, write_batch_report, write_run_report
+
+    try:
+        if is_batch_dir(args.run):
+            document = write_batch_report(args.run, args.output)
+        else:
+            report = load_completion(args.run)
+            run_dir = args.run.expanduser().resolve() if args.run.is_dir() else None
+            if run_dir is None and report.output_dir and Path(report.output_dir).is_dir():
+                run_dir = Path(report.output_dir)
+            document = write_run_report(report, run_dir, args.output)
+    except (ReportError, HtmlReportError) as exc:
+        return fail(str(exc))
+    emit(document.model_dump(mode="json"))
+    return ExitCode.OK
+
+
 def report_main(args: argparse.Namespace) -> int:
+    if args.format == "html":
+        return _html_main(args)
+    if args.output is not None:
+        return fail("--output applies to --format html only")
     try:
         report = load_completion(args.run)
     except ReportError as exc:
