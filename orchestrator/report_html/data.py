@@ -191,7 +191,9 @@ def work_figures(evaluations: Sequence[Evaluation | None]) -> dict[str, dict[str
     figures: dict[str, dict[str, float]] = {}
     for evaluation in evaluations:
         for case in evaluation.cases if evaluation else []:
-            found = {key: value for key in WORK_KEYS if (value := number(case.metrics.get(key))) is not None}
+            # the worker files a benchmark's metrics under "benchmark." (protocol: one namespace per phase)
+            found = {key: value for key in WORK_KEYS
+                     if (value := number(case.metrics.get(f"benchmark.{key}", case.metrics.get(key)))) is not None}
             if found and case.case_id not in figures:
                 figures[case.case_id] = found
     return figures

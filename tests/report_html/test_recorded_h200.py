@@ -51,3 +51,15 @@ def test_an_h200_run_names_its_measured_ceiling(page_text):
     assert "Ceilings for H200: bandwidth 4300 GB/s" in page.text and "FLOP/s -" in page.text
     assert [row[0] for row in page.table_with("knob moved")[1:]] == ["baseline", "r001-c000", "final"]
     assert external_references(page) == []
+
+
+def test_achieved_bandwidth_is_the_harnesss_bytes_over_the_median(page_text):
+    result = json.loads((RECORDED / "result.json").read_text())
+    table = parse_page(page_text).table_with("final GB/s")
+    header, rows = table[0], {row[0]: row for row in table[1:]}
+    for case in result["report"]["workload"]:
+        n = int(case["parameters"]["n"])
+        row = rows[case["case_id"]]
+        final_gbs = 12.0 * n / (case["final_median_us"] * 1e-6) / 1e9  # the harness's bytes: read x, y, write out
+        assert row[header.index("final GB/s")] == f"{final_gbs:.1f}"
+        assert row[header.index("of bandwidth ceiling")] == f"{100 * final_gbs / 4300:.1f} %"
