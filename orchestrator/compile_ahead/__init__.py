@@ -40,7 +40,15 @@ Modules: `limits`, `occupancy` (pure arithmetic), `models` (what goes in and out
 launch from example arguments, by `ast`; `kernel_scope`), `compile` (`compile_configs`: child processes in
 parallel lanes with per-config deadlines; `compile_plan` for one evaluation), `child` (the script those
 processes run), `reports` (their output as `ResourceReport`s), `feasibility` (`judge`, `prune_neighbours`,
-`build_failed_reason`), `store` (`InfeasibleStore`, the JSON-lines memory of infeasible configs).
+`build_failed_reason`, `judge_launches`, `judge_source_error`), `store` (`InfeasibleStore`, the JSON-lines
+memory of infeasible configs).
+
+Variants (what the tuner screens, or any candidate) need no signature or config from outside: `variants`
+(`check_variant(s)`) runs `launch_child`, which imports the frozen harness and the variant, makes Triton's JIT
+compile without launching (and autotune lists compile config by config) and calls the entry on each case's CPU
+inputs; every compile Triton makes is reported and `judge_launches` gives the variant's verdict. `ahead`
+(`compile_target_for` a run's target, `check_ahead` for one candidate, `remember_infeasible` /
+`remembered_for` with the store) is what the run uses; orchestrator/run/screening.py wires it into screening.
 """
 
 from __future__ import annotations

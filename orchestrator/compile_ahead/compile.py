@@ -62,6 +62,13 @@ class CompileJob(Frozen):
     stop_over_limit: bool = True  # skip PTX and ptxas once shared memory is known to exceed the limit
 
 
+def target_properties(target: CompileTarget, extra: dict[str, Scalar]) -> dict[str, Scalar]:
+    """What the compile-only driver answers to `get_device_properties`: the target's limits, then `extra`."""
+    limits = target.limits
+    return {"max_shared_mem": limits.shared_memory_per_block, "max_num_regs": limits.registers_per_block,
+            "warpSize": target.warp_size, **extra}
+
+
 class ReadyEvent(StrictModel):
     event: Literal["ready"]
     triton_version: str
@@ -114,8 +121,9 @@ class ChildProtocolError(Exception):
 class LineReader:
     """Bounded JSON lines from the child's result pipe."""
 
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+    def __init__(self, stream: trio.abc.ReceiveStream, events: TypeAdapter[Any] = CHILD_EVENT) -> None:
         self.stream = stream
+        self.events = events
         self.buffer = b""
 
     async def next_event(self) -> Any | None:
@@ -131,7 +139,7 @@ class LineReader:
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         try:
-            return CHILD_EVENT.validate_python(json.loads(line))
+            return self.events.validate_python(json.loads(line))
         except (ValueError, ValidationError) as exc:
             raise ChildProtocolError(f"not a child event: {line[:200]!r} ({type(exc).__name__})") from None
 
@@ -171,9 +179,8 @@ class Lane:
         module = scratch / "candidate_modules" / f"tlx_candidate_{digest}.py"
         module.parent.mkdir()
         module.write_text(self.source, encoding="utf-8")
+        properties = target_properties(job.target, job.device_properties)
         limits = job.target.limits
-        properties = {"max_shared_mem": limits.shared_memory_per_block, "max_num_regs": limits.registers_per_block,
-                      "warpSize": job.target.warp_size, **job.device_properties}
         budget = self.startup_seconds + self.per_config_seconds * len(pending)
         return {
             "source_path": str(module), "kernel_name": job.signature.kernel_name, "types": job.signature.types,
@@ -204,7 +211,7 @@ class Lane:
                 ended_by_itself = await self.follow(process, pending, stderr_path)
             finally:
                 with trio.CancelScope(shield=True):
-                    await _end(process, wait=EXIT_WAIT_SECONDS if ended_by_itself else 0.0)
+                    await end_child(process, wait=EXIT_WAIT_SECONDS if ended_by_itself else 0.0)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -259,7 +266,7 @@ class Lane:
             await process.wait()
         status = f"exit status {process.returncode}" if process.returncode is not None else "still running"
         self.blame(pending, in_flight, CompileOutcome.CRASHED,
-                   f"the compile child ended without finishing ({status}): {_tail(stderr_path)}")
+                   f"the compile child ended without finishing ({status}): {stderr_tail(stderr_path)}")
         return False
 
     def blame(self, pending: list[tuple[int, ConfigSpec]], in_flight: int | None, outcome: CompileOutcome,
@@ -271,7 +278,7 @@ class Lane:
             self.record(index, outcome, detail, seconds=seconds)
 
 
-async def _end(process: trio.Process, *, wait: float) -> None:
+async def end_child(process: trio.Process, *, wait: float) -> None:
     """Give a child that said its last word `wait` seconds to exit; end at once the group of any other, and of
     one whose ptxas children outlive it."""
     with trio.move_on_after(wait):
@@ -284,7 +291,7 @@ async def _end(process: trio.Process, *, wait: float) -> None:
         await process.stdout.aclose()
 
 
-def _tail(path: Path) -> str:
+def stderr_tail(path: Path) -> str:
     try:
         data = path.read_bytes()[-STDERR_TAIL_BYTES:]
     except OSError:

@@ -22,6 +22,7 @@ from orchestrator.compile_ahead.models import (
     COMPILE,
     REGISTERS,
     SHARED_MEMORY,
+    SOURCE,
     THREADS,
     CompileOutcome,
     Frozen,
@@ -150,3 +151,60 @@ def prune_neighbours(infeasible: Mapping[str, int], candidates: Sequence[Mapping
         return list(candidates)
     compared = pruning_knobs(infeasible, resource)
     return [candidate for candidate in candidates if not is_neighbour(compared, candidate)]
+
+
+# Errors a module raises at import whatever the device: a variant that raises one of them here raises it on
+# the GPU too. Others (RuntimeError, AssertionError, KeyError, ...) are what device queries raise without a
+# GPU, so they leave the variant to a GPU worker.
+DEVICE_FREE_ERRORS = frozenset({"SyntaxError", "IndentationError", "TabError", "NameError", "ImportError",
+                                "ModuleNotFoundError", "AttributeError", "TypeError", "ValueError",
+                                "ZeroDivisionError", "LookupError"})
+
+
+def judge_source_error(error_type: str, message: str) -> Feasibility:
+    """A variant that did not load in the compile child: `build_failed` when the error cannot be the missing
+    GPU's doing, else `unknown`."""
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    said = f"{error_type}: {first}" if first else error_type
+    if error_type in DEVICE_FREE_ERRORS:
+        return Feasibility(verdict=Verdict.INFEASIBLE, resource=SOURCE, reason=f"the variant does not load: {said}")
+    return Feasibility(verdict=Verdict.UNKNOWN, reason=f"the variant did not load without a GPU: {said}")
+
+
+def judge_launches(compiles: Sequence[tuple[str, ResourceReport]], *, complete: bool,
+                   why_incomplete: str = "") -> Feasibility:
+    """The verdict on a variant from every compile its entry made, each in its group: one launch, or one
+    autotune list. A launch fails when its compile is infeasible; an autotune list only when every config of
+    it is (Triton's autotuner skips a config out of resources). The first failed group decides; otherwise a
+    run that did not complete, or a group with an unknown compile, leaves the variant to a GPU worker."""
+    groups: dict[str, list[ResourceReport]] = {}
+    for group, report in compiles:
+        groups.setdefault(group, []).append(report)
+    unknown = ""
+    for group, reports in groups.items():
+        verdicts = [judge(report) for report in reports]
+        if all(verdict.infeasible for verdict in verdicts):
+            first, verdict = reports[0], verdicts[0]
+            where = f"{first.kernel_name or 'kernel'} {first.config.label()}"
+            if len(reports) > 1:
+                where = f"every config of {first.kernel_name or 'the kernel'}'s autotune list ({len(reports)}), " \
+                        f"the first {first.config.label()}"
+            return Feasibility(verdict=Verdict.INFEASIBLE, resource=verdict.resource,
+                               reason=f"{verdict.reason} [{where}]")
+        if not unknown and not any(verdict.verdict is Verdict.FEASIBLE for verdict in verdicts):
+            unknown = next(verdict.reason for verdict in verdicts if verdict.verdict is Verdict.UNKNOWN)
+            unknown = f"{reports[0].kernel_name or 'kernel'} ({group.split(':')[0]}): {unknown}"
+    if not complete:
+        return Feasibility(verdict=Verdict.UNKNOWN, reason=why_incomplete or "the compile ahead did not finish")
+    if unknown:
+        return Feasibility(verdict=Verdict.UNKNOWN, reason=unknown)
+    if not compiles:
+        return Feasibility(verdict=Verdict.UNKNOWN, reason="the entry compiled no Triton kernel")
+    compiled = [report for _, report in compiles if report.outcome is CompileOutcome.COMPILED]
+    shared = max((report.shared_memory_bytes or 0 for report in compiled), default=0)
+    registers = max((report.registers_per_thread or 0 for report in compiled), default=0)
+    spills = max((report.spill_store_bytes or 0 for report in compiled), default=0)
+    limits = compiles[0][1].target.limits
+    return Feasibility(verdict=Verdict.FEASIBLE, reason=(
+        f"{len(compiles)} compile{'' if len(compiles) == 1 else 's'} within {limits.sm} limits: at most {shared} B "
+        f"shared, {registers} registers per thread" + (f", spills {spills} B per thread" if spills else "")))

@@ -114,3 +114,4 @@ class ResourceReport(StrictModel):
     triton_version: str | None = None
     isolation: dict[str, str] = Field(default_factory=dict)
     detail: str = ""  # the error, or the ptxas log, clipped
+    kernel_name: str | None = None  # the compiled kernel, when compile ahead found it by running the entry

@@ -7,6 +7,10 @@ appends one line per variant to `screening.jsonl`: its label, status, reason and
 never decides: the provider proposes the fastest few, and each proposal then goes through the same A/B/A
 promotion gate, confirmation pairs and revalidation as any other candidate. Screening workers run no
 profiler (issue 13: profiles where they pay).
+
+On a CUDA target every variant is compiled for the target first, on the host (orchestrator/run/screening_ahead.py):
+one over the device's limits, or whose compile fails, comes back `build_failed` with the resource named and
+never reaches the worker; its configs are remembered in `infeasible_configs.jsonl`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from orchestrator.compile_ahead.ahead import STORE_NAME, compile_target_for, remember_infeasible
+from orchestrator.compile_ahead.feasibility import Feasibility
+from orchestrator.compile_ahead.store import InfeasibleStore
+from orchestrator.compile_ahead.variants import VariantCheck, VariantJob, check_variants
+from orchestrator.run import screening_ahead
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from protocol.results import EvaluationStatus
 from protocol.roles import Role
@@ -45,10 +54,16 @@ class ScreeningResult:
     label: str
     source: str
     variant: ScreenedVariant
+    ahead: VariantCheck | None = None  # its compile ahead, when the target had one
 
     @property
     def ok(self) -> bool:
         return self.variant.status == "ok"
+
+    @property
+    def infeasible(self) -> Feasibility | None:
+        """The compile-ahead verdict that kept it off the GPU (its resource named), or None."""
+        return self.ahead.feasibility if self.ahead is not None and self.ahead.feasibility.infeasible else None
 
 
 def _progress(path: Path, variants: list[ScreenVariant]) -> list[ScreenedVariant]:
@@ -78,6 +93,7 @@ class Screener:
         self.state = state
         self.deadline = deadline
         self.count = 0
+        self.store = InfeasibleStore(evaluator.artifacts.root / STORE_NAME)
 
     async def screen(self, variants: list[tuple[str, str]]) -> list[ScreeningResult]:
         """Screen (label, source) pairs; returns one result per pair, in order. An empty list when the
@@ -106,8 +122,18 @@ class Screener:
         if seconds < 2 * START_AND_SHUTDOWN_SECONDS:
             evaluator.log.event(f"{screen_id} screening status=skipped reason='{left:.0f} s left: too little to screen'")
             return []
-        command = ScreenCommand(command_id=0, variants=[ScreenVariant(variant_id=f"v{i:02d}", kernel_path=str(p))
-                                                        for i, p in enumerate(paths)],
+        started = trio.current_time()
+        variant_ids = [f"v{index:02d}" for index in range(len(paths))]
+        checks = await self._compile_ahead(screen_id, directory, paths, seconds)
+        split = screening_ahead.partition(variant_ids, checks)
+        if split.note:
+            evaluator.log.event(f"{screen_id} compile_ahead note={split.note!r}")
+        for index, held in split.held_back.items():
+            evaluator.log.event(f"{screen_id} {held.variant_id} label={variants[index][0]!r} status=build_failed "
+                                f"reason={held.reason!r}")
+        seconds = max(2 * START_AND_SHUTDOWN_SECONDS, seconds - (trio.current_time() - started))  # less compile ahead
+        command = ScreenCommand(command_id=0, variants=[ScreenVariant(variant_id=variant_ids[i], kernel_path=str(paths[i]))
+                                                        for i in split.to_worker],
                                 cases=cases, seconds_per_case=SECONDS_PER_CASE, repetitions=REPETITIONS,
                                 seed=secrets.randbelow(2**31), budget_seconds=seconds - START_AND_SHUTDOWN_SECONDS)
         plan = EvaluationPlan(
@@ -119,7 +145,7 @@ class Screener:
                                   data_limit_bytes=evaluator.config.data_limit_bytes, phase_seconds=seconds),
             worker_python=evaluator.config.worker_python, benchmark=False, screen=command)
         await evaluator.refuse_leftovers()
-        evaluator.log.progress(f"{screen_id} screening {len(variants)} variant(s)")
+        evaluator.log.progress(f"{screen_id} screening {len(command.variants)} variant(s)")
         evaluation = await run_evaluation(plan, evaluator.spawner, evaluator.parent_env)
         evaluator.finished_workers[str(work_dir)] = f"{screen_id} {Role.SCREENING.value}"
         evaluator.artifacts.journal("evaluation", experiment_id=screen_id, label=Role.SCREENING.value,
@@ -133,13 +159,41 @@ class Screener:
                                 f"reason={evaluation.reason!r} measured_before_it={sum(v.status == 'ok' for v in screened)}")
             if not any(v.status == "ok" for v in screened):
                 return []
-        results = [ScreeningResult(label=label, source=source, variant=variant)
-                   for (label, source), variant in zip(variants, screened, strict=True)]
+        merged = screening_ahead.merge(variant_ids, split.held_back, screened)
+        results = [ScreeningResult(label=label, source=source, variant=variant, ahead=check)
+                   for (label, source), variant, check in zip(variants, merged, checks, strict=True)]
         self._persist(screen_id, results, evaluation.worker.wall_seconds)
         ok = sum(1 for r in results if r.ok)
         evaluator.log.event(f"{screen_id} screening variants={len(results)} ok={ok} "
                             f"seconds={evaluation.worker.wall_seconds:.1f} worker_log={str(directory / 'worker.log')!r}")
         return results
+
+    async def _compile_ahead(self, screen_id: str, directory: Path, paths: list[Path],
+                             seconds: float) -> list[VariantCheck | None]:
+        """Each variant's compile ahead, or None for each when the target takes none; infeasible configs are
+        remembered, and every compile is kept in `compile_ahead.json` next to the variants."""
+        evaluator = self.evaluator
+        target = compile_target_for(evaluator.inputs.target)
+        if target is None:
+            return [None] * len(paths)
+        cases = [case.model_dump() for case in evaluator.inputs.cases]
+        jobs = [VariantJob(source_path=path, harness_path=evaluator.bundle.harness_path, cases=cases, target=target,
+                           python=evaluator.config.worker_python,
+                           environment=dict(evaluator.inputs.target.environment)) for path in paths]
+        share = screening_ahead.SHARE_OF_SCREENING * seconds
+        evaluator.log.progress(f"{screen_id} compiling {len(paths)} variant(s) ahead for {target.limits.sm}")
+        checks = await check_variants(jobs, seconds_per_variant=min(screening_ahead.SECONDS_PER_VARIANT, share),
+                                      max_parallel=screening_ahead.lanes_for_host(),
+                                      deadline=trio.current_time() + share)
+        for path, check in zip(paths, checks, strict=True):
+            remember_infeasible(self.store, path.read_text(encoding="utf-8"), check)
+        (directory / "compile_ahead.json").write_text(
+            json.dumps([check.model_dump(mode="json") for check in checks], indent=1), encoding="utf-8")
+        verdicts = [check.feasibility.verdict.value for check in checks]
+        evaluator.log.event(f"{screen_id} compile_ahead target={target.limits.sm} variants={len(checks)} "
+                            f"infeasible={verdicts.count('infeasible')} unknown={verdicts.count('unknown')} "
+                            f"seconds={max((check.seconds for check in checks), default=0.0):.1f}")
+        return list(checks)
 
     def _persist(self, screen_id: str, results: list[ScreeningResult], wall_seconds: float) -> None:
         path: Path = self.evaluator.artifacts.root / "screening.jsonl"
@@ -148,4 +202,6 @@ class Screener:
                 record: dict[str, Any] = {"screen_id": screen_id, "variant": f"v{index:02d}", "label": result.label,
                                           **result.variant.model_dump(exclude={"variant_id"}),
                                           "worker_seconds": wall_seconds}
+                if result.ahead is not None:
+                    record["compile_ahead"] = screening_ahead.summary(result.ahead)
                 handle.write(json.dumps(record, sort_keys=True) + "\n")

@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.compile_ahead.feasibility import is_neighbour, pruning_knobs
-from orchestrator.compile_ahead.models import REGISTERS, SHARED_MEMORY
+from orchestrator.compile_ahead.feasibility import PRUNABLE, is_neighbour, pruning_knobs
+from orchestrator.compile_ahead.models import REGISTERS, SHARED_MEMORY, THREADS
 from orchestrator.providers.tune.edits import EditError
 from orchestrator.providers.tune.knobs import Knob, apply_knobs
 
@@ -95,8 +95,7 @@ class FamilySearch:
         from optuna.trial import TrialState
 
         keys = tuple(sorted(k.key for k in knobs))
-        # warps and stages under Triton's own names, which the feasibility rules know
-        names = {k.key: {"warps": "num_warps", "stages": "num_stages"}.get(k.kind, k.name) for k in knobs}
+        names = triton_names(knobs)
         domains = {k.key: CategoricalDistribution(list(k.domain)) for k in knobs}
         if self.study is None or keys != self.keys:
             optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -147,7 +146,7 @@ class FamilySearch:
         faster: list[Screened] = []
         for trial, config, variant, result in zip(trials, configs, sources, results, strict=True):
             relative = _relative(result.variant.medians_us, control) if result.ok else None
-            resource = _resource(result.variant.reason) if result.variant.status == "build_failed" else None
+            resource = _resource_of(result)
             if resource is not None:
                 self.infeasible.append(({names[key]: value for key, value in config}, resource))
             if relative is None:  # unscreened (the screening's time ran out) is no evidence against it
@@ -168,9 +167,33 @@ class FamilySearch:
         return True
 
 
+    def remember(self, remembered: list[tuple[dict[str, int], str]], knob_names: set[str]) -> None:
+        """Infeasible configs an earlier screening or run recorded (orchestrator/compile_ahead/ahead.py
+        `remembered_for`), by kernel parameter name: kept to the knobs this search moves, so a config grown
+        from one of them is never screened."""
+        for knobs, resource in remembered:
+            entry = ({name: value for name, value in knobs.items() if name in knob_names}, resource)
+            if entry[0] and resource in PRUNABLE and entry not in self.infeasible:
+                self.infeasible.append(entry)
+
     def _beyond_a_limit(self, config: tuple[tuple[str, int], ...], names: dict[str, str]) -> bool:
         named = {names[key]: value for key, value in config}
         return any(is_neighbour(pruning_knobs(failed, resource), named) for failed, resource in self.infeasible)
+
+
+def triton_names(knobs: list[Knob]) -> dict[str, str]:
+    """Each knob's name as the feasibility rules and compile ahead know it: warps and stages under Triton's
+    own names (`num_warps`, `num_stages`), the others under their own."""
+    return {k.key: {"warps": "num_warps", "stages": "num_stages"}.get(k.kind, k.name) for k in knobs}
+
+
+def _resource_of(result: Any) -> str | None:
+    """The resource a build failure ran out of: compile ahead's verdict when it kept the variant off the GPU
+    (orchestrator/run/screening.py), else what the worker's failure text names."""
+    verdict = getattr(result, "infeasible", None)
+    if verdict is not None and verdict.resource in PRUNABLE:
+        return verdict.resource
+    return _resource(result.variant.reason) if result.variant.status == "build_failed" else None
 
 
 def _resource(reason: str) -> str | None:
@@ -180,6 +203,8 @@ def _resource(reason: str) -> str | None:
         return SHARED_MEMORY
     if "register" in lowered:
         return REGISTERS
+    if "threads" in lowered and "per block" in lowered:
+        return THREADS
     return None
 
 

@@ -1,0 +1,93 @@
+"""Variants compiled ahead through the harness's entry, by the real launch child, for sm_90 on this CPU-only
+machine: each compile's figures, the verdict naming the resource, autotune lists config by config, files that
+do not load."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.compile_ahead import CompileOutcome, CompileTarget, ConfigSpec, ResourceReport, Verdict
+from orchestrator.compile_ahead.feasibility import judge_launches, judge_source_error
+from tests.compile_ahead.variant_checks import checked
+
+
+@pytest.fixture(scope="module")
+def checks(tmp_path_factory):
+    return checked(str(tmp_path_factory.mktemp("variants")))
+
+
+@pytest.mark.slow
+def test_a_feasible_variant_reports_the_shared_memory_and_registers_of_its_real_launch(checks):
+    check = checks["baseline"]
+    assert check.feasibility.verdict is Verdict.FEASIBLE
+    (launch,) = check.compiles
+    report = launch.report
+    assert launch.group.startswith("launch:") and report.kernel_name == "matmul_kernel"
+    assert report.config.constexprs == {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1}  # no strides
+    assert (report.config.num_warps, report.config.num_stages) == (2, 1)
+    assert report.shared_memory_bytes == (32 + 32) * 32 * 2  # one stage of both fp16 tiles
+    assert 1 <= report.registers_per_thread <= 255 and report.spill_store_bytes == 0
+    assert report.occupancy.blocks_per_sm >= 1
+    assert check.isolation["network"] == "active" and check.triton_version
+    assert check.feasibility.reason.startswith("1 compile within sm_90 limits: at most 4096 B shared, ")
+
+
+@pytest.mark.slow
+def test_a_variant_over_the_shared_memory_limit_is_infeasible_naming_it(checks):
+    check = checks["huge"]
+    assert (check.feasibility.verdict, check.feasibility.resource) == (Verdict.INFEASIBLE, "shared memory")
+    assert check.feasibility.reason == ("shared memory 294912 B > 232448 B limit (sm_90) [matmul_kernel BLOCK_M=256 "
+                                        "BLOCK_N=128 BLOCK_K=64 GROUP_M=1 num_warps=8 num_stages=6]")
+    (report,) = check.infeasible_reports()
+    assert report.outcome is CompileOutcome.SHARED_OVER_LIMIT and report.registers_per_thread is None
+
+
+@pytest.mark.slow
+def test_an_autotune_list_is_compiled_config_by_config_and_one_over_the_limit_does_not_sink_it(checks):
+    check = checks["autotune"]
+    assert [c.report.config.constexprs["BLOCK_SIZE_M"] for c in check.compiles] == [64, 256]
+    assert len({c.group for c in check.compiles}) == 1 and check.compiles[0].group.startswith("autotune:")
+    fits, over = (c.report for c in check.compiles)
+    assert fits.outcome is CompileOutcome.COMPILED and fits.shared_memory_bytes == 3 * (64 + 64) * 32 * 2
+    assert over.outcome is CompileOutcome.SHARED_OVER_LIMIT and over.shared_memory_bytes == 294912
+    assert check.feasibility.verdict is Verdict.FEASIBLE  # Triton's autotuner skips the config out of resources
+
+
+@pytest.mark.slow
+def test_a_variant_that_raises_at_import_is_a_source_failure_not_a_crash(checks):
+    check = checks["raises_at_import"]
+    assert (check.feasibility.verdict, check.feasibility.resource) == (Verdict.INFEASIBLE, "source")
+    assert check.feasibility.reason == "the variant does not load: ValueError: a broken edit"
+    assert check.compiles == []
+
+
+@pytest.mark.slow
+def test_a_variant_that_asks_the_missing_gpu_at_import_is_left_to_a_gpu_worker(checks):
+    check = checks["asks_the_gpu_at_import"]
+    assert check.feasibility.verdict is Verdict.UNKNOWN
+    assert check.feasibility.reason.startswith("the variant did not load without a GPU: ")
+
+
+def report(outcome: CompileOutcome, *, shared: int, block: int, name: str = "k") -> ResourceReport:
+    return ResourceReport(config=ConfigSpec(constexprs={"BLOCK": block}), target=CompileTarget(), outcome=outcome,
+                          shared_memory_bytes=shared, registers_per_thread=40, kernel_name=name, problems=[] if
+                          shared <= 232448 else [{"resource": "shared memory", "message": f"shared memory {shared} B"}])
+
+
+def test_an_autotune_list_fails_only_when_every_config_does_and_a_plain_launch_when_its_one_does():
+    over, fits = report(CompileOutcome.SHARED_OVER_LIMIT, shared=300000, block=256), \
+        report(CompileOutcome.COMPILED, shared=4096, block=32)
+    assert judge_launches([("autotune:0", fits), ("autotune:0", over)], complete=True).verdict is Verdict.FEASIBLE
+    every = judge_launches([("autotune:0", over), ("autotune:0", over)], complete=True)
+    assert every.infeasible and "every config of k's autotune list (2)" in every.reason
+    plain = judge_launches([("launch:0", fits), ("launch:1", over)], complete=False, why_incomplete="timed out")
+    assert plain.infeasible and plain.resource == "shared memory"  # evidence stands though the run was cut short
+    assert judge_launches([("launch:0", fits)], complete=False, why_incomplete="timed out").reason == "timed out"
+    assert judge_launches([], complete=True).verdict is Verdict.UNKNOWN
+
+
+def test_only_errors_no_device_can_cause_make_a_source_failure():
+    assert judge_source_error("SyntaxError", "invalid syntax (x.py, line 3)").resource == "source"
+    assert judge_source_error("LookupError", "the kernel file does not export matmul(a, b)").infeasible
+    for device_error in ("RuntimeError", "AssertionError", "KeyError"):
+        assert judge_source_error(device_error, "Found no NVIDIA driver").verdict is Verdict.UNKNOWN

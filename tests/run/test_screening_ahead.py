@@ -1,0 +1,121 @@
+"""Compile ahead wired into screening: which variants reach the screening worker, with real compile results
+(tests/compile_ahead/variant_checks.py: the real launch child for sm_90); the store and the search's pruning."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import trio
+
+from orchestrator.compile_ahead.ahead import (
+    check_ahead,
+    compile_target_for,
+    remember_infeasible,
+    remembered_for,
+    remembered_in_source,
+)
+from orchestrator.compile_ahead.store import InfeasibleStore
+from orchestrator.providers.tune.search import FamilySearch, _resource_of
+from orchestrator.run.ahead_step import compiled_ahead
+from orchestrator.run.screening import ScreeningResult
+from orchestrator.run.screening_ahead import merge, partition
+from protocol.bundle import Case, Target, load_target_file
+from protocol.worker import ScreenedVariant
+from tests.compile_ahead.variant_checks import CASES, HARNESS, ROOT, VARIANTS, checked
+
+H200 = load_target_file(ROOT / "examples" / "matmul" / "h200" / "target.json")
+INTERPRETER = load_target_file(ROOT / "examples" / "matmul" / "target.json")
+
+
+@pytest.fixture(scope="module")
+def checks(tmp_path_factory):
+    return checked(str(tmp_path_factory.mktemp("variants")))
+
+
+def test_compile_ahead_applies_to_cuda_targets_with_known_limits_only():
+    assert compile_target_for(H200).name == "cuda:sm_90"
+    assert compile_target_for(INTERPRETER) is None  # the CPU interpreter screens as before
+    assert compile_target_for(H200.model_copy(update={"architecture": "b200"})).name == "cuda:sm_100"
+    assert compile_target_for(Target(backend="cuda", architecture="mi300x")) is None
+    assert trio.run(lambda: check_ahead(Path("never_read.py"), harness_path=HARNESS, cases=CASES,
+                                        target=INTERPRETER)) is None
+
+
+@pytest.mark.slow
+def test_only_feasible_or_undecided_variants_reach_the_worker(checks):
+    names = list(VARIANTS)  # baseline (the control), huge, autotune, raises_at_import, asks_the_gpu_at_import
+    ids = [f"v{index:02d}" for index in range(len(names))]
+    split = partition(ids, [checks[name] for name in names])
+    assert split.to_worker == [0, 2, 4] and split.note == ""
+    assert {ids[index]: held.status for index, held in split.held_back.items()} == {
+        "v01": "build_failed", "v03": "build_failed"}
+    assert split.held_back[1].reason.startswith("compile ahead: shared memory 294912 B > 232448 B limit (sm_90)")
+    assert split.held_back[3].reason == "compile ahead: the variant does not load: ValueError: a broken edit"
+    worker = [ScreenedVariant(variant_id=ids[i], status="ok", medians_us={"c": 10.0 + i}) for i in split.to_worker]
+    assert [v.status for v in merge(ids, split.held_back, worker)] == ["ok", "build_failed", "ok", "build_failed",
+                                                                        "ok"]
+
+
+@pytest.mark.slow
+def test_a_control_called_infeasible_overrules_compile_ahead_for_the_screening(checks):
+    split = partition(["v00", "v01"], [checks["huge"], checks["raises_at_import"]])
+    assert split.to_worker == [0, 1] and split.held_back == {}
+    assert split.note.startswith("compile ahead called the control infeasible, which the GPU ran")
+
+
+def test_variants_not_compiled_ahead_all_go_to_the_worker():
+    assert partition(["v00", "v01"], [None, None]).to_worker == [0, 1]
+
+
+@pytest.mark.slow
+def test_an_infeasible_variant_is_remembered_and_its_neighbours_are_never_screened(checks, tmp_path):
+    store = InfeasibleStore(tmp_path / "infeasible_configs.jsonl")
+    (entry,) = remember_infeasible(store, VARIANTS["huge"], checks["huge"])
+    assert entry.resource == "shared memory" and entry.knobs == {
+        "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 8, "num_stages": 6}
+    assert remember_infeasible(store, VARIANTS["baseline"], checks["baseline"]) == []
+    assert remember_infeasible(store, VARIANTS["raises_at_import"], checks["raises_at_import"]) == []  # no knobs
+    assert json.loads(store.path.read_text())["reason"].startswith("shared memory 294912 B")
+    # a later screening (or run) of the same kernel: the search prunes what grows from it, whatever the warps
+    remembered = remembered_for(store, VARIANTS["baseline"], "matmul_kernel", H200)
+    assert remembered == [(entry.knobs, "shared memory")]
+    assert remembered_for(store, VARIANTS["baseline"], "matmul_kernel", INTERPRETER) == []
+    search = FamilySearch()
+    names = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"}
+    search.remember(remembered, names)
+    keys = {name: name for name in names}
+    grown = {**entry.knobs, "BLOCK_N": 256, "num_warps": 4}
+    assert search._beyond_a_limit(tuple(sorted(grown.items())), keys)
+    assert not search._beyond_a_limit(tuple(sorted({**entry.knobs, "num_stages": 4}.items())), keys)
+
+
+@pytest.mark.slow
+def test_the_search_takes_the_resource_from_compile_ahead_not_from_the_text(checks):
+    held = ScreenedVariant(variant_id="v01", status="build_failed", reason="compile ahead: [elided]")
+    assert _resource_of(ScreeningResult(label="x", source="", variant=held, ahead=checks["huge"])) == "shared memory"
+    source_failure = ScreeningResult(label="y", source="", variant=held, ahead=checks["raises_at_import"])
+    assert _resource_of(source_failure) is None  # a file that does not load says nothing about its neighbours
+
+
+@pytest.mark.slow
+def test_one_candidate_is_checked_before_its_gpu_workers(tmp_path):
+    """What the run loop calls for every candidate (orchestrator/run/ahead_step.py): a build_failed evaluation
+    naming the resource, no worker, and the config remembered for the tuner."""
+    path = tmp_path / "candidate.py"
+    path.write_text(VARIANTS["huge"])
+    store = InfeasibleStore(tmp_path / "infeasible_configs.jsonl")
+    run = SimpleNamespace(bundle=SimpleNamespace(harness_path=HARNESS),  # what the step reads of the run's evaluator
+                          inputs=SimpleNamespace(cases=[Case.model_validate(c) for c in CASES], target=H200),
+                          config=SimpleNamespace(worker_python=sys.executable))
+    refused = trio.run(lambda: compiled_ahead(run, store, VARIANTS["huge"], path, seconds_left=960))
+    assert refused is not None and refused.status.value == "build_failed"
+    assert refused.reason.startswith("compile ahead (shared memory): ") and "232448" in refused.reason
+    assert refused.worker.pid is None  # no worker was started for it
+    assert remembered_for(store, VARIANTS["huge"], "matmul_kernel", H200)
+    # what the tuner reads back, knowing the file but not the kernel's name
+    assert remembered_in_source(store, VARIANTS["huge"], H200) == remembered_for(store, VARIANTS["huge"],
+                                                                                   "matmul_kernel", H200)
