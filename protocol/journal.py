@@ -54,6 +54,37 @@ class CommitEvent(_Event):
     record: CommitRecord
 
 
+class CommitPreparedEvent(_Event):
+    """The checkout took the run's commits: where they go, so a resumed run finds its own commits again."""
+
+    event: Literal["commit_prepared"]
+    vcs: str
+    repository: str
+    file: str
+    base_revision: str
+    ref: str | None
+
+
+class RoundsEndedEvent(_Event):
+    """The rounds are over and why; a resumed run goes on with the revalidation instead of proposing again."""
+
+    event: Literal["rounds_ended"]
+    incumbent_id: str
+    stopping_reason: StoppingReason
+    stopping_detail: str
+    provider_explanation: dict[str, Any] | None = None
+
+
+class RunResumedEvent(_Event):
+    """`tlx-agent optimize --resume` took the run over: what it moved aside and which budget it changed."""
+
+    event: Literal["run_resumed"]
+    argv: list[str]
+    resume_count: int
+    moved_aside: list[str]
+    budget_overrides: dict[str, float]
+
+
 class RunFinishedEvent(_Event):
     event: Literal["run_finished"]
     exit_code: ExitCode
@@ -74,7 +105,7 @@ class RunInterruptedEvent(_Event):
 
 JournalEvent = Annotated[
     RunStartedEvent | EvaluationEvent | ExperimentEvent | CommitEvent | RunFinishedEvent | RunAbortedEvent
-    | RunInterruptedEvent,
+    | RunInterruptedEvent | CommitPreparedEvent | RoundsEndedEvent | RunResumedEvent,
     Field(discriminator="event"),
 ]
 JOURNAL_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(JournalEvent)

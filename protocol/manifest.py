@@ -12,6 +12,11 @@ from protocol.base import StrictModel
 from protocol.bundle import Budget, BudgetSource, Target
 from protocol.lock import LockSummary
 
+# The version of what a run writes into its output directory (run.json, experiments.json, journal.jsonl, the
+# commit trailer), as far as `tlx-agent optimize --resume` depends on it. Runs written before resume existed
+# carry no `record_format` and read as 0: they cannot be resumed (docs/resume.md).
+RECORD_FORMAT = 1
+
 
 class InputPaths(StrictModel):
     """The files the command line named, as absolute paths (null: not given)."""
@@ -70,3 +75,5 @@ class RunManifest(StrictModel):
     versions: dict[str, str | None]  # package -> installed version (null: not installed)
     target: Target
     device: str | None  # what the baseline's worker reported
+    record_format: int = 0  # RECORD_FORMAT of the run that wrote it; absent (0) in runs older than resume
+    working_directory: str | None = None  # where the command ran: the recorded command's relative paths start here

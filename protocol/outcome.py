@@ -33,3 +33,4 @@ class StoppingReason(str, Enum):
     BASELINE_FAILED = "baseline_failed"
     PREFLIGHT_FAILED = "preflight_failed"
     LEFTOVER_PROCESS = "leftover_process"  # a process of an earlier evaluation survived SIGKILL
+    DEVICE_CHANGED = "device_changed"  # a worker reported another device than the run's (a resume elsewhere)

@@ -31,7 +31,8 @@ DOCUMENT_NAMES = {
     "bundle/cases.json", "bundle/target.json", "bundle/budget.json",
 }
 MODEL_NAMES = {"case", "cases", "target", "budget", "profile_request", "worker_command", "worker_event",
-               "sample_stats", "case_measurement", "evaluation", "experiment", "run_result", "error_document"}
+               "sample_stats", "case_measurement", "evaluation", "experiment", "run_result", "error_document",
+               "batch_manifest", "batch.json"}  # the batch's, written by tests/batch
 USER_EDIT = "    return [v * 2.0 for v in values]  # user's uncommitted note\n"
 
 
@@ -50,7 +51,8 @@ def test_schema_names_every_document_and_every_model(capsys):
                       "error_document": "ErrorDocument", "auto_commit.json": "CommitRecord"}
     assert schemas["journal.jsonl"]["discriminator"]["propertyName"] == "event"
     assert set(schemas["journal.jsonl"]["discriminator"]["mapping"]) == {
-        "run_started", "evaluation", "experiment", "commit", "run_finished", "run_aborted", "run_interrupted"}
+        "run_started", "evaluation", "experiment", "commit", "run_finished", "run_aborted", "run_interrupted",
+        "commit_prepared", "rounds_ended", "run_resumed"}  # the last three: what --resume reads (docs/resume.md)
 
 
 def test_document_names_match_paths_with_one_segment_per_id():

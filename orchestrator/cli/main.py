@@ -1,10 +1,12 @@
-"""`tlx-agent` command line: optimize (default), validate, init-bundle, schema, doctor, simulate, report, skill.
+"""`tlx-agent` command line: optimize (default), validate, init-bundle, schema, doctor, simulate, report, skill,
+batch.
 
 stdout carries exactly one JSON document (the result, or the error); stderr carries the live log.
 Exit codes (protocol/outcome.py): 0 winner promoted and revalidated; 2 no qualifying winner; 3 commit failed;
 1 invalid input or internal error; 130 interrupted (4, human review, is reserved and not returned yet).
 `validate` prints bundle.lock.json and exits 0 only when every check passed, 1 otherwise (the failed checks
-are named on stderr and in the lock).
+are named on stderr and in the lock). `batch` exits 0 every job improved, 2 none did, 4 some did, 1 invalid
+manifest or output dir (orchestrator/batch/command.py).
 """
 
 from __future__ import annotations
@@ -22,11 +24,19 @@ from protocol.commands import DoctorOutput
 from protocol.outcome import ExitCode
 
 INTERPRETER_CV_NOTE = f" (CPU interpreter targets: {INTERPRETER_BUDGET['max_cv']})"
-SUBCOMMANDS = ("optimize", "validate", "init-bundle", "schema", "doctor", "simulate", "report", "skill")
+SUBCOMMANDS = ("optimize", "validate", "init-bundle", "schema", "doctor", "simulate", "report", "skill", "batch")
 
 
 class UsageError(Exception):
     pass
+
+
+def parse_recorded_command(argv: list[str]) -> argparse.Namespace:
+    """A command recorded in run.json, parsed again (for --resume); bad usage is a ValueError."""
+    try:
+        return build_parser().parse_args(argv)
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,12 +48,16 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = Budget()
-    inputs = parser.add_argument_group("inputs")
-    inputs.add_argument("--kernel", type=Path, required=True, help="complete kernel source file")
-    inputs.add_argument("--harness", type=Path, required=True, help="bundle harness.py")
-    inputs.add_argument("--cases", type=Path, required=True, help="bundle cases.json")
-    inputs.add_argument("--target", type=Path, required=True, help="bundle target.json")
-    inputs.add_argument("--output-dir", type=Path, required=True, help="fresh (empty or new) artifact directory")
+    inputs = parser.add_argument_group("inputs (required unless --resume)")
+    inputs.add_argument("--resume", type=Path, metavar="OUT",
+                        help="continue the run whose output directory is OUT (its orchestrator died); every input and "
+                             "setting comes from OUT/run.json and OUT/bundle/; only --max-total-seconds and "
+                             "--max-rounds may be given with it (docs/resume.md)")
+    inputs.add_argument("--kernel", type=Path, help="complete kernel source file")
+    inputs.add_argument("--harness", type=Path, help="bundle harness.py")
+    inputs.add_argument("--cases", type=Path, help="bundle cases.json")
+    inputs.add_argument("--target", type=Path, help="bundle target.json")
+    inputs.add_argument("--output-dir", type=Path, help="fresh (empty or new) artifact directory")
     inputs.add_argument("--budget", type=Path, help="budget.json overriding the numeric flags key by key")
     inputs.add_argument("--reference-kernel", type=Path, help="trusted reference implementation, frozen into the bundle")
     inputs.add_argument("--prior-run", type=Path, help="earlier output dir: its source hashes and evidence (read-only)")
@@ -164,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_arguments(sub.add_parser("report", help="the completion report of a run: workload, device, latencies, "
                                                        "speedup, CV, correctness, stopping reason, commit"))
     skill.add_arguments(sub.add_parser("skill", help="install the agent skill where Claude Code or Codex finds it"))
+    from orchestrator.batch.command import add_arguments as add_batch_arguments
+
+    add_batch_arguments(sub.add_parser("batch", help="optimize many kernels from a manifest, one process per job; "
+                                                     "exit 0 all improved, 2 none, 4 some"))
     return parser
 
 
@@ -201,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
             return report.report_main(args)
         if args.command == "skill":
             return skill.skill_main(args)
+        if args.command == "batch":
+            from orchestrator.batch.command import batch_main
+
+            return batch_main(args, _add_optimize_arguments)
         if args.command == "validate":
             from orchestrator.cli.validate import validate_main
 
@@ -211,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             return init_bundle_main(args)
         from orchestrator.cli.optimize import optimize_main
 
-        return optimize_main(args, argv)
+        return optimize_main(args, argv, parse_recorded_command)
     except KeyboardInterrupt:
         return fail("interrupted", ExitCode.INTERRUPTED)
     except BundleError as exc:

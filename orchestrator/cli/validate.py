@@ -16,25 +16,21 @@ from orchestrator.bundle.arch import resolve_arch_flag
 from orchestrator.bundle.budget import resolve_budget
 from orchestrator.bundle.inputs import Inputs, load_inputs
 from orchestrator.cli.output import emit, fail
+from orchestrator.cli.run_command import absolute
 from orchestrator.preflight.runner import MIN_BENCHMARK_WORKERS, Settings, full_validation
 from orchestrator.run.ledger.artifacts import OutputDirError, prepare_output_dir
 from orchestrator.run.ledger.live_log import LiveLog
 from protocol.bundle import Budget, BundleError
 from protocol.outcome import ExitCode
 
-
-def _absolute(path: Path | None) -> Path | None:
-    return None if path is None else path.expanduser().resolve()
-
-
 INTERPRETER_STABILITY = ("the CPU interpreter's timings measure this machine's load, not the kernel (pass "
                          "--max-cv to judge them anyway)")
 
 
 def load_validate_inputs(args: argparse.Namespace) -> tuple[Inputs, Budget, dict[str, str]]:
-    inputs = load_inputs(kernel=_absolute(args.kernel), harness=_absolute(args.harness), cases=_absolute(args.cases),
-                         target=_absolute(args.target), budget=_absolute(args.budget),
-                         reference_kernel=_absolute(args.reference_kernel))
+    inputs = load_inputs(kernel=absolute(args.kernel), harness=absolute(args.harness), cases=absolute(args.cases),
+                         target=absolute(args.target), budget=absolute(args.budget),
+                         reference_kernel=absolute(args.reference_kernel))
     given = {"max_cv": args.max_cv, "benchmark_repetitions": args.benchmark_repetitions,
              "max_candidate_seconds": args.max_candidate_seconds}
     budget, sources = resolve_budget(inputs.target, given, inputs.budget_overrides)
@@ -55,7 +51,7 @@ def validate_main(args: argparse.Namespace, argv: list[str]) -> int:
                         else None)
     if args.output_dir is not None:
         try:
-            output_dir = prepare_output_dir(_absolute(args.output_dir))  # type: ignore[arg-type]
+            output_dir = prepare_output_dir(absolute(args.output_dir))  # type: ignore[arg-type]
         except OutputDirError as exc:
             return fail(str(exc))
     else:

@@ -7,6 +7,7 @@ directory is exhausted the run stops with `provider_exhausted`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -19,7 +20,7 @@ from orchestrator.providers.base import (
     ProviderExhausted,
 )
 from orchestrator.text import one_line
-from protocol.results import CandidateMetadata
+from protocol.results import CandidateMetadata, ExperimentRecord
 
 
 class ReplayProvider:
@@ -44,6 +45,10 @@ class ReplayProvider:
         except (OSError, UnicodeDecodeError) as exc:
             raise ProposalError(f"cannot read {path.name}: {exc}") from None
         return Proposal(source=source, metadata=self._metadata(path))
+
+    def resume_from(self, history: Sequence[ExperimentRecord]) -> None:
+        """A resumed run continues at the next unused file: each candidate record used one (`--resume`)."""
+        self.next_index = sum(1 for record in history if record.round_index >= 1)
 
     @staticmethod
     def _metadata(path: Path) -> CandidateMetadata:

@@ -17,6 +17,7 @@ from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.state import RunState
 from orchestrator.vcs import (
     CommitSession,
+    HeadState,
     PerformanceRow,
     VcsError,
     build_commit_message,
@@ -38,18 +39,54 @@ class CommitStep:
         self.failed = False
         self.state_note = "disabled (--no-commit-winner)" if not config.commit_winner else "no winner to commit"
 
-    def prepare(self, start_source: str) -> None:
+    def prepare(self, start_source: str, run_id: str | None = None) -> None:
         """Raise VcsError (exit 3) when the checkout cannot take checkpoint commits."""
+        repository = self._repository()
+        if repository is None:
+            return
+        self.session = CommitSession.prepare(repository, self.kernel_path, start_source.encode("utf-8"), run_id)
+        self.artifacts.journal("commit_prepared", vcs=self.session.vcs, repository=str(self.session.repository_root),
+                               file=self.session.relpath, base_revision=self.session.base_revision,
+                               ref=self.session.start_head.ref)
+        self._log_prepared()
+
+    def reopen(self, start_source: str, run_id: str, prepared: dict | None, commits: list[CommitRecord],
+               winners: dict[str, str]) -> None:
+        """A resumed run's session: where the dead run's `commit_prepared` said commits go, with the commits
+        it made (found by their trailer) adopted. Without a `commit_prepared` the run died before preparing:
+        prepare now, as a fresh run would."""
+        self.records = list(commits)
+        self.failed = any(record.status == "failed" for record in commits)
+        repository = self._repository()
+        if repository is None:
+            return
+        if prepared is None:
+            self.prepare(start_source, run_id)
+            return
+        start = HeadState(prepared["base_revision"], prepared.get("ref"))
+        self.session = CommitSession.reopen(repository, self.kernel_path, start_source.encode("utf-8"), start, run_id,
+                                            {k: v.encode("utf-8") for k, v in winners.items()})
+        journaled = {(r.kind, r.experiment_id) for r in commits if r.status == "committed"}
+        for adopted in self.session.adopted:
+            if (adopted.kind, adopted.experiment_id) not in journaled:
+                self._save(adopted)  # committed just before the run died, journaled only now
+        self._log_prepared()
+
+    def _repository(self):
         if not self.config.commit_winner:
             self.log.event("commit status=disabled reason='--no-commit-winner: artifacts only'")
-            return
+            return None
         repository = detect_repository(self.kernel_path, self.config.vcs)
         if repository is None:
             self.state_note = "not committed: the kernel is in no git or Mercurial repository"
             self.log.event(f"commit status=skipped reason='kernel {self.kernel_path} is in no git or Mercurial "
                            "repository; the winner stays an artifact (best_kernel.py)'")
-            return
-        self.session = CommitSession.prepare(repository, self.kernel_path, start_source.encode("utf-8"))
+        return repository
+
+    def _log_prepared(self) -> None:
+        assert self.session is not None
+        if self.session.checkpoints:
+            self.state_note = f"committed {self.session.checkpoints[-1].revision} ({self.session.vcs})"
         self.log.event(f"commit status=prepared vcs={self.session.vcs} repository={str(self.session.repository_root)!r} "
                        f"file={self.session.relpath!r} base_revision={self.session.base_revision} "
                        f"dirty_target={str(self.session.dirty_at_start).lower()}")
@@ -82,8 +119,10 @@ class CommitStep:
         if self.session is None:
             return True
         session = self.session
-        plan = await trio.to_thread.run_sync(session.plan_checkpoint, winner_source.encode("utf-8"))
         subject, body = self._message(record)
+        if any(c.experiment_id == record.experiment_id and c.kind == "promotion" for c in session.checkpoints):
+            return True  # committed before a resume (adopted from the history): a commit is made at most once
+        plan = await trio.to_thread.run_sync(session.plan_checkpoint, winner_source.encode("utf-8"))
         if not plan.ok and getattr(plan, "nothing_to_commit", False):
             self._save(CommitRecord(status="skipped", vcs=session.vcs, repository=str(session.repository_root),
                                     file=session.relpath, subject=subject, base_revision=session.base_revision,
@@ -117,6 +156,8 @@ class CommitStep:
     async def rollback(self, reason: str) -> bool:
         if self.session is None or not self.session.checkpoints:
             return True
+        if any(r.kind == "rollback" and r.status == "committed" for r in self.records):
+            return True  # rolled back before a resume
         subject = "Revert tlx-agent promotions after failed final revalidation"
         body = f"Final revalidation rejected the finalist: {reason}"
         record = await trio.to_thread.run_sync(self.session.commit_rollback, subject, body)

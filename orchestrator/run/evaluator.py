@@ -18,7 +18,7 @@ from orchestrator.run.config import RunConfig
 from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import RunArtifacts
 from orchestrator.run.ledger.live_log import LiveLog
-from orchestrator.run.state import RunAborted, RunState
+from orchestrator.run.state import RunAborted, RunState, add_run_medians
 from orchestrator.source_digest import normalized_digest, raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
@@ -26,7 +26,7 @@ from orchestrator.worker.process_tree import end_leftovers
 from protocol.bundle import Case
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.profile import ProfileRequest, resolve_native_profiler
-from protocol.results import Evaluation, EvaluationStatus
+from protocol.results import Evaluation
 from protocol.roles import Role
 
 
@@ -122,13 +122,22 @@ class Evaluator:
         self.log.progress(f"{experiment_id} evaluating {role.value} ({tag})")
         evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
         self.finished_workers[str(work_dir)] = f"{experiment_id} {role.value} ({tag})"
-        if evaluation.status is EvaluationStatus.OK and benchmark and source is not None:
-            per_case = state.run_medians.setdefault(normalized_digest(source), {})
-            for measured in evaluation.cases:
-                if measured.stats is not None:
-                    per_case.setdefault(measured.case_id, []).append(measured.stats.median)
+        if benchmark and source is not None:
+            add_run_medians(state.run_medians, normalized_digest(source), evaluation)
         self.artifacts.journal("evaluation", experiment_id=experiment_id, label=role.value, tag=tag,
                                status=evaluation.status.value, reason=evaluation.reason,
                                wall_seconds=evaluation.worker.wall_seconds)
         self.check_bundle(state)
+        self.check_device(state, evaluation)
         return evaluation
+
+    def check_device(self, state: RunState, evaluation: Evaluation) -> None:
+        """A run measures on one device: a worker that reports another (a resumed run moved to another
+        machine) stops the run instead of comparing numbers from two devices."""
+        reported = evaluation.worker.device
+        if state.device is None or reported is None or reported == state.device:
+            return
+        message = (f"the run measured on {state.device!r} but this worker reports {reported!r}; a run continues "
+                   "only on the device it started on")
+        state.stop(StoppingReason.DEVICE_CHANGED, message)
+        raise RunAborted(ExitCode.ERROR, message, StoppingReason.DEVICE_CHANGED)

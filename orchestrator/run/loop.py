@@ -1,4 +1,5 @@
 """The optimization loop as phases: freeze, baseline, rounds x candidates, revalidate, finish.
+Long because: each phase has its resumed form next to it (`--resume`, docs/resume.md), sharing one RunState.
 
 Each phase is a method; the work inside a phase lives elsewhere: `Evaluator` runs workers, `SideBySide`
 measures and judges, `CommitStep` commits, `profile_step` gathers profile evidence, `orchestrator.decision`
@@ -11,6 +12,7 @@ import os
 import secrets
 import time
 import uuid
+from pathlib import Path
 
 import trio
 
@@ -26,6 +28,7 @@ from orchestrator.providers.base import (
     ProviderExhausted,
 )
 from orchestrator.run import profile_step
+from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.config import RunConfig
 from orchestrator.run.evaluator import Evaluator
@@ -33,9 +36,11 @@ from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
 from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.ledger.manifest import run_manifest
+from orchestrator.run.resume.providers import resume_provider
+from orchestrator.run.resume.rebuild import Resumption, choose_incumbents, incumbent_of
 from orchestrator.run.screening import Screener
 from orchestrator.run.side_by_side import SideBySide
-from orchestrator.run.state import Incumbent, RunAborted, RunState
+from orchestrator.run.state import Incumbent, RunAborted, RunState, promoted_incumbent
 from orchestrator.source_digest import normalized_digest, raw_digest
 from orchestrator.worker.forkserver import make_spawner
 from orchestrator.worker.process import Spawner
@@ -56,7 +61,8 @@ from protocol.roles import Role
 class OptimizationRun:
     def __init__(self, config: RunConfig, inputs: Inputs, provider: CandidateProvider, log: LiveLog,
                  artifacts: RunArtifacts, commit_step: CommitStep, spawner: Spawner | None = None,
-                 prior_digests: frozenset[str] = frozenset(), prior_evidence: tuple[dict, ...] = ()) -> None:
+                 prior_digests: frozenset[str] = frozenset(), prior_evidence: tuple[dict, ...] = (),
+                 resume: Resumption | None = None) -> None:
         self.config = config
         self.inputs = inputs
         self.provider = provider
@@ -70,14 +76,19 @@ class OptimizationRun:
         self.evaluator: Evaluator | None = None
         self.side_by_side: SideBySide | None = None
         self.screener: Screener | None = None  # set once the rounds start (the tuner screens families)
+        self.resume = resume  # a dead run's records to go on from (orchestrator/run/resume/)
 
     # ---- phases ---------------------------------------------------------------------------------
 
     async def run(self) -> RunResult:
         budget = self.config.budget
         become_subreaper()
-        state = RunState(run_id=uuid.uuid4().hex[:12], started=time.monotonic(),
-                         deadline=trio.current_time() + budget.max_total_seconds)
+        if self.resume is not None:
+            state = self.resume.state
+            state.deadline = trio.current_time() + self.resume.seconds_left
+        else:
+            state = RunState(run_id=uuid.uuid4().hex[:12], started=time.monotonic(),
+                             deadline=trio.current_time() + budget.max_total_seconds)
         if self.spawner is not None or self.config.worker_start == "fresh":
             return await self.run_phases(state)
         # warm workers: the fork server imports torch and triton while the bundle is frozen and validated
@@ -89,18 +100,71 @@ class OptimizationRun:
 
     async def run_phases(self, state: RunState) -> RunResult:
         budget = self.config.budget
-        self.freeze(state)
-        self.commit_step.prepare(self.inputs.kernel_source)
-        baseline = await self.run_baseline(state)
+        if self.resume is None:
+            self.freeze(state)
+            self.commit_step.prepare(self.inputs.kernel_source, state.run_id)
+        else:
+            self.reopen(state, self.resume)
+        recorded_baseline = self.resume.record("baseline") if self.resume else None
+        baseline = recorded_baseline.evaluations[0] if recorded_baseline else await self.run_baseline(state)
         incumbent = Incumbent("baseline", self.inputs.kernel_source,
                               self.artifacts.root / "experiments/baseline/kernel.py", baseline)
         loop_deadline = state.deadline - revalidation_reserve(budget.max_total_seconds, baseline.worker.wall_seconds)
-        try:
-            incumbent = await self.run_rounds(state, incumbent, baseline, loop_deadline)
-        finally:
+        ended = self.resume.recorded.last_event("rounds_ended") if self.resume else None
+        if ended is None:
+            try:
+                committed = True
+                if self.resume is not None:
+                    incumbent = incumbent_of(choose_incumbents(state.experiments, 0).current, incumbent)
+                    committed = await self.settle_checkpoint(state, incumbent)
+                if committed:
+                    incumbent = await self.run_rounds(state, incumbent, baseline, loop_deadline)
+            finally:
+                await self.provider.aclose()
+            self.artifacts.journal("rounds_ended", incumbent_id=incumbent.experiment_id,
+                                   stopping_reason=state.stopping_reason, stopping_detail=state.stopping_detail,
+                                   provider_explanation=state.provider_explanation)
+        else:
             await self.provider.aclose()
-        final, winner = await self.revalidate(state, incumbent)
+            state.stop(StoppingReason(ended["stopping_reason"]), ended["stopping_detail"])
+            state.provider_explanation = ended.get("provider_explanation")
+            incumbent = incumbent_of(next((e for e in state.experiments if e.experiment_id == ended["incumbent_id"]),
+                                          None), incumbent)
+        recorded_final = self.resume.record("final") if self.resume else None
+        if recorded_final is None:
+            final, winner = await self.revalidate(state, incumbent)
+        else:
+            final, winner = await self.conclude_revalidation(state, incumbent, recorded_final, resumed=True)
         return self.finish(state, baseline, final, winner)
+
+    def reopen(self, state: RunState, resume: Resumption) -> None:
+        """A resumed run works on the frozen bundle the dead run checked, and its commit session as the
+        dead run's commits left it."""
+        recorded = resume.recorded
+        self.evaluator = Evaluator(self.config, self.inputs, recorded.bundle, self.artifacts, self.log, self.spawner)
+        self.side_by_side = SideBySide(self.evaluator, self.schedule)
+        self.evaluator.check_bundle(state)
+        winners = {r.experiment_id: Path(r.source_path).read_text(encoding="utf-8") for r in state.experiments
+                   if r.decision is not None and r.decision.status is DecisionStatus.PROMOTED}
+        self.commit_step.reopen(self.inputs.kernel_source, state.run_id, recorded.last_event("commit_prepared"),
+                                recorded.commits, winners)
+        round_index, slot = resume.next_slot
+        self.log.event(f"run status=resumed run_id={state.run_id} finished_experiments={len(state.experiments)} "
+                       f"next=r{round_index:03d}-c{slot:03d} seconds_left={resume.seconds_left:.0f}")
+
+    async def settle_checkpoint(self, state: RunState, incumbent: Incumbent) -> bool:
+        """The promotion a dead run recorded but may not have committed is committed (at most once) before
+        the next candidate, as the live loop would have; False stops the rounds (the commit failed)."""
+        if incumbent.experiment_id == "baseline" or any(
+                r.experiment_id == incumbent.experiment_id for r in self.commit_step.records):
+            return True
+        record = next(e for e in state.experiments if e.experiment_id == incumbent.experiment_id)
+        assert self.evaluator is not None
+        if await self.commit_step.checkpoint(state, record, incumbent.source, self.evaluator):
+            return True
+        state.stop(StoppingReason.PROMOTION_COMMIT_FAILED,
+                   reporting.commit_failed_detail(record, self.commit_step.records))
+        return False
 
     def freeze(self, state: RunState) -> None:
         bundle = freeze_bundle(self.inputs, self.artifacts.root)
@@ -123,8 +187,13 @@ class OptimizationRun:
 
     def write_manifest(self, state: RunState) -> None:
         assert self.evaluator is not None
-        write_json(self.artifacts.root / "run.json",
-                   run_manifest(self.config, self.inputs, self.evaluator.bundle, state))
+        if self.resume is not None:  # the record of the run stays; only what a re-run baseline saw is added
+            recorded = self.resume.recorded.manifest
+            isolation = recorded.isolation.model_copy(update={"baseline_worker": state.worker_isolation})
+            manifest = recorded.model_copy(update={"device": state.device, "isolation": isolation})
+        else:
+            manifest = run_manifest(self.config, self.inputs, self.evaluator.bundle, state)
+        write_json(self.artifacts.root / "run.json", manifest)
 
     async def run_baseline(self, state: RunState) -> Evaluation:
         assert self.evaluator is not None
@@ -142,6 +211,7 @@ class OptimizationRun:
         state.experiments.append(record)
         state.seen_digests[record.normalized_sha256] = "baseline"
         write_json(self.artifacts.experiment_dir("baseline") / "result.json", record)
+        write_json(self.artifacts.root / "experiments.json", state.experiments)  # a resume reuses the baseline
         write_json(self.artifacts.root / "baseline_profile.json", reporting.profiles_by_case(evaluation))
         self.log.event(reporting.evaluation_line("baseline", "baseline", evaluation))
         if evaluation.status is not EvaluationStatus.OK:
@@ -160,11 +230,24 @@ class OptimizationRun:
                          deadline: float) -> Incumbent:
         assert self.evaluator is not None
         self.screener = Screener(self.evaluator, state, deadline)
-        for round_index in range(1, self.config.budget.max_rounds + 1):
+        first_round, first_slot = (1, 0)
+        round_start = incumbent
+        if self.resume is not None:
+            self.screener.count = self.resume.screenings
+            first_round, first_slot = self.resume.next_slot
+            resume_provider(self.provider, state.experiments)
+            round_start = incumbent_of(choose_incumbents(state.experiments, first_round).at_round_start,
+                                       Incumbent("baseline", self.inputs.kernel_source,
+                                                 self.artifacts.root / "experiments/baseline/kernel.py", baseline))
+        for round_index in range(first_round, self.config.budget.max_rounds + 1):
             if not self.next_candidate_fits(state, deadline):
                 return incumbent
-            promoted_this_round = False
-            proposals = await self.propose_round(state, incumbent, round_index, baseline, deadline)
+            start_slot = first_slot if round_index == first_round else 0
+            # a resumed round: its proposals see what the round's first proposals saw (incumbent, history)
+            proposing_for = round_start if start_slot else incumbent
+            promoted_this_round = any(e.round_index == round_index and e.decision is not None
+                                      and e.decision.status is DecisionStatus.PROMOTED for e in state.experiments)
+            proposals = await self.propose_round(state, proposing_for, round_index, baseline, deadline, start_slot)
             for experiment_id, slot, proposal in proposals:
                 if isinstance(proposal, ProviderExhausted):
                     self.log.event(f"{experiment_id} status=provider_exhausted reason={str(proposal)!r}")
@@ -204,21 +287,26 @@ class OptimizationRun:
     def context_for(self, state: RunState, incumbent: Incumbent, experiment_id: str, round_index: int, slot: int,
                     baseline: Evaluation, deadline: float) -> ProposalContext:
         reference = self.inputs.reference_kernel_source
+        # what the round knew when it proposed: the records of earlier rounds (the same in a resumed round)
+        history = tuple(e for e in state.experiments if e.round_index < round_index)
+        known = {e.experiment_id for e in history}
         return ProposalContext(
             experiment_id=experiment_id, round_index=round_index, slot_index=slot,
             kernel_name=self.inputs.kernel_path.name, incumbent_id=incumbent.experiment_id,
             incumbent_source=incumbent.source, incumbent_evaluation=incumbent.evaluation,
             baseline_evaluation=baseline, cases=tuple(self.inputs.cases), target=self.inputs.target,
-            history=tuple(state.experiments), excluded_digests=frozenset(state.seen_digests) | self.prior_digests,
+            history=history,
+            excluded_digests=frozenset(d for d, eid in state.seen_digests.items() if eid in known) | self.prior_digests,
             reference_kernel_excerpt=reference[:4000] if reference else None, prior_evidence=self.prior_evidence,
             workspace_root=self.artifacts.root / "provider_workspaces",
             deadline_seconds=max(1.0, min(self.config.budget.max_candidate_seconds, deadline - trio.current_time())),
-            extra={"screen": self.screener.screen} if self.screener is not None else {})
+            extra={"screen": self.screener.screen, "infeasible": self.screener.store} if self.screener is not None
+            else {})
 
-    async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int,
-                            baseline: Evaluation, deadline: float) -> list[tuple[str, int, Proposal | Exception]]:
-        slots = range(self.config.budget.candidates_per_round)
-        ids = [f"r{round_index:03d}-c{slot:03d}" for slot in slots]
+    async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int, baseline: Evaluation,
+                            deadline: float, first_slot: int = 0) -> list[tuple[str, int, Proposal | Exception]]:
+        ids = [f"r{round_index:03d}-c{slot:03d}" for slot in range(self.config.budget.candidates_per_round)]
+        slots = range(first_slot, self.config.budget.candidates_per_round)
         results: dict[int, Proposal | Exception] = {}
 
         async def one(slot: int) -> None:
@@ -273,6 +361,13 @@ class OptimizationRun:
             self.log.event(reporting.decision_line(experiment_id, record))
             return self.record(state, record, started), None
         state.seen_digests[record.normalized_sha256] = experiment_id
+        refused = await compiled_ahead(self.evaluator, self.screener.store if self.screener else None,
+                                       proposal.source, source_path, deadline - trio.current_time())
+        if refused is not None:  # over the device's limits: no GPU worker spent
+            record.evaluations = [refused]
+            record.decision = Decision(status=DecisionStatus.REJECTED, reason=f"build_failed: {refused.reason}")
+            self.log.event(reporting.decision_line(experiment_id, record))
+            return self.record(state, record, started), None
 
         evaluations, candidate = await self.side_by_side.measure(
             state, experiment_id, source_path, incumbent.kernel_path, deadline=deadline, role=Role.CANDIDATE,
@@ -293,7 +388,7 @@ class OptimizationRun:
         self.log.event(reporting.decision_line(experiment_id, record))
         self.record(state, record, started)
         if record.decision and record.decision.status is DecisionStatus.PROMOTED:
-            return record, Incumbent(experiment_id, proposal.source, source_path, candidate)
+            return record, promoted_incumbent(record, proposal.source, source_path)
         return record, None
 
     def record(self, state: RunState, record: ExperimentRecord, started: float) -> ExperimentRecord:
@@ -338,6 +433,15 @@ class OptimizationRun:
         write_json(self.artifacts.experiment_dir("final") / "result.json", record)
         write_json(self.artifacts.root / "experiments.json", state.experiments)
         self.log.event(reporting.decision_line("final", record, status="revalidated" if accepted else "baseline"))
+        return await self.conclude_revalidation(state, incumbent, record)
+
+    async def conclude_revalidation(self, state: RunState, incumbent: Incumbent, record: ExperimentRecord,
+                                    resumed: bool = False) -> tuple[Evaluation | None, Incumbent | None]:
+        """Roll back or keep the finalist's commits; `resumed`: the revalidation was recorded before the run
+        died (its diagnostic instrumentation is not collected again)."""
+        assert self.evaluator is not None and record.decision is not None
+        final = next((e for e in record.evaluations if e.label == Role.FINAL.value), None)
+        accepted = record.decision.status is DecisionStatus.REVALIDATED
         if not accepted:
             state.stop(StoppingReason.FINALIST_REVALIDATION_FAILED, reporting.revalidation_detail(record))
             if not await self.commit_step.rollback(record.decision.reason):
@@ -345,7 +449,9 @@ class OptimizationRun:
                            reporting.rollback_failed_detail(state.stopping_detail, self.commit_step.records))
             return final, None
         self.commit_step.finalize()
-        await profile_step.diagnostic_instrumentation(self.evaluator, state, "final", final_path, state.deadline)
+        if not resumed:
+            await profile_step.diagnostic_instrumentation(self.evaluator, state, "final", Path(record.source_path),
+                                                          state.deadline)
         return final, incumbent
 
     def finish(self, state: RunState, baseline: Evaluation, final: Evaluation | None,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.outcome import ExitCode, StoppingReason
-from protocol.results import Evaluation, ExperimentRecord
+from protocol.results import Evaluation, EvaluationStatus, ExperimentRecord
 
 
 class RunAborted(Exception):
@@ -26,6 +26,25 @@ class Incumbent:
     source: str
     kernel_path: Path
     evaluation: Evaluation
+
+
+def promoted_incumbent(record: ExperimentRecord, source: str, kernel_path: Path) -> Incumbent:
+    """The incumbent a promoted record makes: its source and its first candidate run (the A/B/A one)."""
+    evaluation = record.candidate_evaluation
+    if evaluation is None:
+        raise ValueError(f"{record.experiment_id} was promoted without a candidate run")
+    return Incumbent(record.experiment_id, source, kernel_path, evaluation)
+
+
+def add_run_medians(run_medians: dict[str, dict[str, list[float]]], digest: str, evaluation: Evaluation) -> None:
+    """Note one benchmarked run of a source: the between-run noise is learnt from these medians (live, and
+    again from the records when a run is resumed)."""
+    if evaluation.status is not EvaluationStatus.OK:
+        return
+    per_case = run_medians.setdefault(digest, {})
+    for measured in evaluation.cases:
+        if measured.stats is not None:
+            per_case.setdefault(measured.case_id, []).append(measured.stats.median)
 
 
 @dataclass

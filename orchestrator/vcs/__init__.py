@@ -11,6 +11,7 @@ The run loop calls these synchronously (from a worker thread):
 - ``build_commit_message`` and ``format_commit_event`` for the message and the live-log line.
 """
 
+from orchestrator.vcs.backend import HeadState
 from orchestrator.vcs.detect import Repository, detect_repository
 from orchestrator.vcs.errors import VcsError, VcsPrepareError
 from orchestrator.vcs.merge import MergeResult, merge_three_way
@@ -31,6 +32,7 @@ __all__ = [
     "ROLLBACK_SUBJECT",
     "CheckpointPlan",
     "CommitSession",
+    "HeadState",
     "MergeResult",
     "PerformanceRow",
     "Repository",

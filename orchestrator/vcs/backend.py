@@ -59,6 +59,17 @@ class VcsBackend(Protocol):
     def commit_file(self, commit: FileCommit) -> CommitOutcome:
         """Commit ``commit.content`` on top of ``commit.base`` (compare-and-swap) or raise CommitRefused."""
 
+    def committed_form(self, revision: str, relpath: str, working: bytes) -> bytes:
+        """``relpath`` as committed at ``revision`` in working-tree form (``working`` itself when it is that)."""
+
+    def own_commits(self, base_revision: str, marker: str) -> list[tuple[str, str]]:
+        """(revision, message) of every commit after ``base_revision`` on HEAD's history with a message line
+        starting with ``marker``, oldest first: how a resumed run finds the commits it made before it died."""
+
+    def restage(self, relpath: str, parent: str, revision: str) -> list[str]:
+        """Finish what a commit of ``relpath`` (``parent`` -> ``revision``) does after moving HEAD, for a run
+        killed in between: the index entry follows the commit. Returns notes; idempotent."""
+
 
 def head_moved_reason(expected: HeadState, current: HeadState | None) -> str:
     now = current.describe() if current is not None else "no commit"

@@ -167,9 +167,28 @@ class GitBackend:
             raise VcsPrepareError(f"{relpath} is not tracked at HEAD in {self.root}; commit it first")
         if entry.mode not in ("100644", "100755"):
             raise VcsPrepareError(f"{relpath} is not a regular file at HEAD (mode {entry.mode})")
-        if self._blob_id(start_source, relpath, write=False) == entry.blob:
-            return head, start_source  # clean, even where eol or smudge filters make the bytes differ
-        return head, self.committed_source(head.revision, relpath)
+        return head, self.committed_form(head.revision, relpath, start_source)
+
+    def committed_form(self, revision: str, relpath: str, working: bytes) -> bytes:
+        entry = self._tree_entry(revision, relpath)
+        if entry is not None and self._blob_id(working, relpath, write=False) == entry.blob:
+            return working  # clean, even where eol or smudge filters make the bytes differ
+        return self.committed_source(revision, relpath)
+
+    def own_commits(self, base_revision: str, marker: str) -> list[tuple[str, str]]:
+        out = self._run("log", "--reverse", "--format=%H%x00%B%x1e", f"{base_revision}..HEAD")
+        found = []
+        for record in out.decode("utf-8", "surrogateescape").split("\x1e"):
+            revision, _, message = record.strip("\n").partition("\0")
+            if revision and any(line.startswith(marker) for line in message.splitlines()):
+                found.append((revision, message))
+        return found
+
+    def restage(self, relpath: str, parent: str, revision: str) -> list[str]:
+        old, new = self._tree_entry(parent, relpath), self._tree_entry(revision, relpath)
+        if old is None or new is None:
+            return [f"{relpath} is not tracked at {parent[:12]} or {revision[:12]}; the index was left as is"]
+        return self._stage_committed_blob(relpath, old.blob, new.blob)
 
     def committed_source(self, revision: str, relpath: str) -> bytes:
         # --filters gives the working-tree form (eol conversion, smudge), comparable with the file on disk.

@@ -9,6 +9,7 @@ the compare-and-swap: it aborts the commit, inside hg's lock, if the working par
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -126,6 +127,22 @@ class HgBackend:
                 f"{relpath} is not tracked at the working parent in {self.root}; commit it first"
             )
         return HeadState(node, branch or None), committed.stdout
+
+    def committed_form(self, revision: str, relpath: str, working: bytes) -> bytes:
+        return self._run("cat", "-r", revision, f"path:{relpath}")
+
+    def own_commits(self, base_revision: str, marker: str) -> list[tuple[str, str]]:
+        out = self._run("log", "-r", f"({base_revision}::.) - {base_revision}", "-T", "{node} {desc|json}\n")
+        found = []
+        for line in out.decode("utf-8", "surrogateescape").splitlines():
+            revision, _, described = line.partition(" ")
+            message = json.loads(described) if described else ""
+            if revision and any(line.startswith(marker) for line in message.splitlines()):
+                found.append((revision, message))
+        return found
+
+    def restage(self, relpath: str, parent: str, revision: str) -> list[str]:
+        return []  # hg commits the working file itself: there is no index to bring along
 
     def _user_arguments(self) -> list[str]:
         """``-u`` only where hg would otherwise invent or refuse a username (asked once per session)."""

@@ -14,6 +14,7 @@ from orchestrator.text import one_line
 from protocol.results import CommitRecord
 
 ATTRIBUTION = "TLX agent authored"
+RUN_TRAILER = "TLX-Agent-Run"  # "TLX-Agent-Run: <run id> <experiment id | rollback>": a resumed run's own commits
 SUBJECT_LIMIT = 72
 DEFAULT_SUBJECT = "Optimize kernel with TLX agent"
 ROLLBACK_SUBJECT = "Revert TLX agent promotions after failed final revalidation"
@@ -105,11 +106,19 @@ def build_commit_message(
     return subject_line, "\n\n".join(paragraphs)
 
 
-def compose_message(subject: str, body: str, *, attributed: bool, fallback: str = DEFAULT_SUBJECT) -> str:
-    """The full text handed to the VCS; with ``attributed`` the last line is the attribution, exactly once."""
+def run_trailer(run_id: str, what: str) -> str:
+    """The line naming the run (and the experiment, or ``rollback``) a commit belongs to."""
+    return f"{RUN_TRAILER}: {run_id} {what}"
+
+
+def compose_message(subject: str, body: str, *, attributed: bool, fallback: str = DEFAULT_SUBJECT,
+                    trailer: str | None = None) -> str:
+    """The full text handed to the VCS; with ``attributed`` the last line is the attribution, exactly once.
+    ``trailer`` (``run_trailer``) is the paragraph before it: a resumed run finds its own commits by it."""
     subject_line, description = split_subject(subject, fallback)
     body_text = strip_attribution(body).strip("\n")
-    paragraphs = [subject_line] + [part for part in (description, body_text) if part.strip()]
+    kept = "\n".join(line for line in body_text.splitlines() if not line.startswith(f"{RUN_TRAILER}:"))
+    paragraphs = [subject_line] + [part for part in (description, kept, trailer or "") if part.strip()]
     if attributed:
         paragraphs.append(ATTRIBUTION)
     return "\n\n".join(paragraphs) + "\n"

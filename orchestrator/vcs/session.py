@@ -21,8 +21,8 @@ from orchestrator.vcs.errors import CommitRefused, VcsError, VcsPrepareError
 from orchestrator.vcs.git_session import GitBackend
 from orchestrator.vcs.hg_session import HgBackend
 from orchestrator.vcs.merge import merge_three_way
-from orchestrator.vcs.message import ROLLBACK_SUBJECT, compose_message, default_subject
-from orchestrator.vcs.worktree import read_bytes_or_none
+from orchestrator.vcs.message import ROLLBACK_SUBJECT, compose_message, default_subject, run_trailer
+from orchestrator.vcs.worktree import read_bytes_or_none, replace_if_unchanged
 from protocol.results import CommitRecord
 
 
@@ -60,8 +60,11 @@ class CommitSession:
         head: HeadState,
         committed_source: bytes,
         start_source: bytes,
+        run_id: str | None = None,
     ) -> None:
         self._backend = backend
+        self.run_id = run_id  # named in every commit's trailer, so a resumed run never commits twice
+        self.start_head = head
         self.kernel_path = kernel_path
         self.relpath = relpath
         self._head = head
@@ -71,9 +74,12 @@ class CommitSession:
         self._start_source = start_source
         self.dirty_at_start = committed_source != start_source
         self.checkpoints: list[CommitRecord] = []
+        self.adopted: list[CommitRecord] = []  # commits of this run found in the history by `reopen`
 
     @classmethod
-    def prepare(cls, repository: Repository, kernel_path: Path, start_source: bytes) -> CommitSession:
+    def prepare(
+        cls, repository: Repository, kernel_path: Path, start_source: bytes, run_id: str | None = None
+    ) -> CommitSession:
         """Check the checkout can take checkpoint commits; VcsPrepareError says why not."""
         kernel = kernel_location(kernel_path)
         if kernel.is_symlink():
@@ -91,7 +97,69 @@ class CommitSession:
             raise
         except VcsError as exc:
             raise VcsPrepareError(str(exc)) from exc
-        return cls(backend, kernel, relpath, head, committed, start_source)
+        return cls(backend, kernel, relpath, head, committed, start_source, run_id)
+
+    @classmethod
+    def reopen(
+        cls,
+        repository: Repository,
+        kernel_path: Path,
+        start_source: bytes,
+        start_head: HeadState,
+        run_id: str,
+        winners: dict[str, bytes],
+    ) -> CommitSession:
+        """The session of a run that died, as its commits left it: every commit after ``start_head`` whose
+        trailer names ``run_id`` is adopted in order (``winners``: experiment id -> the measured source), and
+        a commit cut short after HEAD moved is finished (working file, index). Commits of anyone else are
+        never touched; one on top of the run's makes the next checkpoint refuse, as in a live run."""
+        kernel = kernel_location(kernel_path)
+        try:
+            relpath = kernel.relative_to(repository.root.resolve()).as_posix()
+            backend = backend_for(repository)
+            committed = backend.committed_form(start_head.revision, relpath, start_source)
+            session = cls(backend, kernel, relpath, start_head, committed, start_source, run_id)
+            own = backend.own_commits(start_head.revision, run_trailer(run_id, ""))
+        except ValueError:
+            raise VcsPrepareError(f"the kernel {kernel} is not inside {repository.root}") from None
+        except VcsError as exc:
+            raise VcsPrepareError(str(exc)) from exc
+        for revision, message in own:
+            what = _trailer_value(message, run_id)
+            working = start_source if what == "rollback" else winners.get(what)
+            if working is not None:
+                session.adopt(revision, working, what)
+        return session
+
+    def find_own_commit(self, what: str) -> str | None:
+        """The revision this run already committed for ``what`` (an experiment id or ``rollback``), if any."""
+        if self.run_id is None:
+            return None
+        found = self._backend.own_commits(self.start_head.revision, run_trailer(self.run_id, what))
+        exact = [revision for revision, message in found if _trailer_value(message, self.run_id) == what]
+        return exact[-1] if exact else None
+
+    def adopt(self, revision: str, working: bytes, what: str) -> CommitRecord:
+        """Take over a commit this run made before it died, finishing what the commit left undone."""
+        parent = self._head
+        previous_disk = self._expected_disk
+        self._head = HeadState(revision, parent.ref)
+        self._committed = self._backend.committed_form(revision, self.relpath, working)
+        self._expected_disk = working
+        notes = self._backend.restage(self.relpath, parent.revision, revision)
+        if read_bytes_or_none(self.kernel_path) == previous_disk and previous_disk != working:
+            replace_if_unchanged(self.kernel_path, previous_disk, working)
+            notes.append(f"the working file {self.relpath} was brought to the committed winner")
+        kind: Literal["promotion", "rollback"] = "rollback" if what == "rollback" else "promotion"
+        record = self._record(
+            "committed", kind, f"commit of {what} made before the run was resumed", revision=revision,
+            base_revision=parent.revision, reason="; ".join(["adopted from the repository's history", *notes]),
+            experiment_id=None if kind == "rollback" else what,
+        )  # fmt: skip
+        if kind == "promotion":
+            self.checkpoints.append(record)
+        self.adopted.append(record)
+        return record
 
     @property
     def vcs(self) -> str:
@@ -134,8 +202,9 @@ class CommitSession:
     ) -> CommitRecord:
         """Commit a plan (re-checking HEAD and the file first); the message ends with the attribution."""
         message = compose_message(
-            subject, body, attributed=True, fallback=default_subject(self.kernel_path.name)
-        )
+            subject, body, attributed=True, fallback=default_subject(self.kernel_path.name),
+            trailer=run_trailer(self.run_id, experiment_id) if self.run_id else None,
+        )  # fmt: skip
         record_subject = message.splitlines()[0]
         if not plan.ok or plan.merged_source is None or plan.winner_source is None:
             status: Literal["failed", "skipped"] = "skipped" if plan.nothing_to_commit else "failed"
@@ -158,7 +227,10 @@ class CommitSession:
 
         The working file returns to the start source, so the user's uncommitted edits survive.
         """
-        message = compose_message(subject, body, attributed=False, fallback=ROLLBACK_SUBJECT)
+        message = compose_message(
+            subject, body, attributed=False, fallback=ROLLBACK_SUBJECT,
+            trailer=run_trailer(self.run_id, "rollback") if self.run_id else None,
+        )  # fmt: skip
         record_subject = message.splitlines()[0]
         if not self.checkpoints:
             return self._record(
@@ -244,6 +316,12 @@ class CommitSession:
             kind=kind,
             experiment_id=experiment_id,
         )
+
+
+def _trailer_value(message: str, run_id: str) -> str:
+    """What a commit's trailer says it was for (an experiment id or ``rollback``)."""
+    prefix = run_trailer(run_id, "")
+    return next((line[len(prefix):].strip() for line in message.splitlines() if line.startswith(prefix)), "")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -304,3 +304,30 @@ def _configuration_from_file(path: str) -> tuple[tuple[str, int], ...]:
         return knob_configuration(tunable_knobs(candidate.read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError):
         return ()
+
+
+def attempts_from_history(history: Sequence[ExperimentRecord]) -> list[Attempt]:
+    """The single-knob attempts behind a run's records, re-derived from each source and its parent's: what a
+    resumed tuner learns from (`TuneProvider.resume_from`). A record that moved several knobs (a screened
+    configuration) or none stays out: `learn` still counts its configuration as tried."""
+    by_id = {record.experiment_id: record for record in history}
+    attempts = []
+    for record in history:
+        parent = by_id.get(record.parent_id or "")
+        if record.round_index < 1 or parent is None or not record.source_path or not parent.source_path:
+            continue
+        try:
+            source = Path(record.source_path).read_text(encoding="utf-8")
+            before = {k.key: k for k in tunable_knobs(Path(parent.source_path).read_text(encoding="utf-8"))}
+        except (OSError, UnicodeDecodeError):
+            continue
+        after = tunable_knobs(source)
+        moved = [(before[k.key], k.value) for k in after if k.key in before and before[k.key].value != k.value]
+        if len(moved) != 1:
+            continue
+        knob, new = moved[0]
+        attempts.append(Attempt(knob_key=knob.key, knob_name=knob.name, direction=UP if new > knob.value else DOWN,
+                                old=knob.value, new=new, configuration=knob_configuration(after),
+                                round_index=record.round_index, digests=source_digests(source),
+                                incumbent_id=parent.experiment_id))
+    return attempts

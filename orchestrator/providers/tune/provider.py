@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from orchestrator.compile_ahead.ahead import remembered_in_source
 from orchestrator.providers.base import Proposal, ProposalContext, ProviderExhausted
 from orchestrator.providers.bottleneck import classify_bottleneck
 from orchestrator.providers.contract import validate_proposal
@@ -9,8 +12,16 @@ from orchestrator.providers.prompt import evidence_terms
 from orchestrator.providers.tune.explain import NoKnobFound, explain_missing_knobs
 from orchestrator.providers.tune.knobs import tunable_knobs
 from orchestrator.providers.tune.metadata import proposal_metadata, screened_metadata
-from orchestrator.providers.tune.policy import Attempt, attempt_of, learn, rank_moves, source_digests
-from orchestrator.providers.tune.search import FamilySearch, family_size_for
+from orchestrator.providers.tune.policy import (
+    Attempt,
+    attempt_of,
+    attempts_from_history,
+    learn,
+    rank_moves,
+    source_digests,
+)
+from orchestrator.providers.tune.search import FamilySearch, family_size_for, triton_names
+from protocol.results import ExperimentRecord
 
 
 class TuneProvider:
@@ -56,6 +67,10 @@ class TuneProvider:
         if screen is None or self._search.spent:
             return None
         excluded = context.excluded_digests
+        store = context.extra.get("infeasible")  # the run's InfeasibleStore, when the loop passes it
+        if store is not None:
+            self._search.remember(remembered_in_source(store, context.incumbent_source, context.target),
+                                  set(triton_names(knobs).values()))
 
         def seen(source: str) -> bool:
             return bool(source_digests(source) & excluded)
@@ -68,6 +83,10 @@ class TuneProvider:
         bottleneck, _ = classify_bottleneck(context.incumbent_evaluation)
         return validate_proposal(screened.source, screened_metadata(screened, bottleneck), context.incumbent_source,
                                  evidence_terms=evidence_terms(context))
+
+    def resume_from(self, history: Sequence[ExperimentRecord]) -> None:
+        """A resumed run's tuner: its attempts re-derived from the recorded history (`--resume`)."""
+        self._attempts = attempts_from_history(history)
 
     async def aclose(self) -> None:
         return None

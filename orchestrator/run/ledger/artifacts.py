@@ -49,11 +49,14 @@ def to_jsonable(value: Any) -> Any:
 
 
 def write_json(path: Path, value: Any) -> Path:
-    """Write atomically (temp file + rename) so a crash never leaves half a JSON document."""
+    """Write atomically (temp file, fsync, rename) so a crash never leaves half a JSON document, and a power
+    loss never a renamed file whose data did not reach the disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(to_jsonable(value), indent=2, sort_keys=True, allow_nan=False) + "\n",
-                         encoding="utf-8")
+    with temporary.open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps(to_jsonable(value), indent=2, sort_keys=True, allow_nan=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(temporary, path)
     return path
 

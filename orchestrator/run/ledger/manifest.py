@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import time
 
 from orchestrator.bundle.inputs import FrozenBundle, Inputs
 from orchestrator.run.config import RunConfig
 from orchestrator.run.state import RunState
-from protocol.manifest import FrozenBundleRecord, HostRecord, InputPaths, IsolationRecord, RunManifest
+from protocol.manifest import (
+    RECORD_FORMAT,
+    FrozenBundleRecord,
+    HostRecord,
+    InputPaths,
+    IsolationRecord,
+    RunManifest,
+)
 
 VERSIONED_PACKAGES = ("trio", "pydantic", "psutil", "numpy", "torch", "triton", "openai", "GitPython")
 
@@ -51,4 +59,6 @@ def run_manifest(config: RunConfig, inputs: Inputs, bundle: FrozenBundle, state:
         versions=package_versions(),
         target=inputs.target,
         device=state.device,
+        record_format=RECORD_FORMAT,
+        working_directory=os.getcwd(),
     )

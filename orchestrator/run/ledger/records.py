@@ -83,8 +83,10 @@ def _restore_dropped_samples(experiments: Any) -> int:
     """Replace the docs/data stand-in for dropped samples by an empty list; returns how many there were."""
     dropped = 0
     for experiment in experiments if isinstance(experiments, list) else []:
-        for evaluation in (experiment.get("evaluations") or []) if isinstance(experiment, dict) else []:
-            for case in (evaluation.get("cases") or []) if isinstance(evaluation, dict) else []:
+        evaluations = experiment.get("evaluations") if isinstance(experiment, dict) else None
+        for evaluation in evaluations if isinstance(evaluations, list) else []:
+            cases = evaluation.get("cases") if isinstance(evaluation, dict) else None
+            for case in cases if isinstance(cases, list) else []:
                 if isinstance(case, dict) and isinstance(case.get("samples_us"), str) \
                         and DROPPED_SAMPLES.match(case["samples_us"]):
                     case["samples_us"] = []
