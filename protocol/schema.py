@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from protocol.batch import BatchManifest, BatchSummary
 from protocol.bundle import Budget, Case, Target
 from protocol.commands import DoctorOutput, InitBundleOutput, SkillInstallOutput
 from protocol.completion import CompletionReport
@@ -50,6 +51,7 @@ MODEL_SCHEMAS: dict[str, Any] = {
     "doctor_output": DoctorOutput,
     "skill_install_output": SkillInstallOutput,
     "completion_report": CompletionReport,
+    "batch_manifest": BatchManifest,  # the manifest `tlx-agent batch` reads (JSON or TOML)
 }
 
 _VALIDATION_DOCUMENTS: dict[str, Any] = {
@@ -73,6 +75,7 @@ DOCUMENT_SCHEMAS: dict[str, Any] = {
     "promotion_commits.json": list[CommitRecord],
     "auto_commit.json": CommitRecord,
     "rollback_commit.json": CommitRecord,
+    "batch.json": BatchSummary,  # under `tlx-agent batch --output-dir`
     **_VALIDATION_DOCUMENTS,
     **{f"validation/{name}": source for name, source in _VALIDATION_DOCUMENTS.items()},
 }
