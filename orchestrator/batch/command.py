@@ -8,7 +8,7 @@ output directory or arguments; 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.batch.gpus import GpuSpecError, batch_gpus
@@ -24,8 +24,9 @@ from orchestrator.batch.ledger import (
 )
 from orchestrator.batch.manifest import ManifestError, ResolvedJob, load_manifest
 from orchestrator.batch.options import OptimizeArguments
-from orchestrator.batch.policy import QueuedJob, batch_exit_code, batch_slots, unplaceable
+from orchestrator.batch.policy import QueuedJob, batch_exit_code, batch_slots, progress_line, unplaceable
 from orchestrator.cli.output import emit, fail
+from orchestrator.run.ledger.live_log import LiveLog
 from protocol.batch import BatchExitCode, BatchSummary, JobStatus
 
 EPILOG = """exit codes: 0 every job improved; 2 no job improved; 4 some jobs improved (the others found no
@@ -52,9 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
 
-def _log(line: str) -> None:
-    sys.stderr.write(f"[tlx-agent] {line}\n")
-    sys.stderr.flush()
+def _log_with_progress(live: LiveLog, summary: BatchSummary) -> Callable[[str], None]:
+    """stderr: one line per job state change, and on a terminal a progress line kept below them."""
+    def log(line: str) -> None:
+        live.event(line)
+        live.progress(progress_line(summary.jobs))
+
+    return log
 
 
 def engine_argument_error(args: argparse.Namespace) -> str | None:
@@ -98,12 +103,13 @@ def _run_engine(args: argparse.Namespace, jobs: list[ResolvedJob], jobs_dir: Pat
         ledger.started(job_id, None, None)
         ledger.finished(job_id, status=JobStatus.FAILED,
                         error="its target needs a GPU and the batch has none (--gpus, or a GPU machine)")
-    _log(f"batch slots={','.join(slot.name for slot in slots)} jobs_to_run={len(todo) - len(stuck)}")
+    ledger.note(f"batch slots={','.join(slot.name for slot in slots)} jobs_to_run={len(todo) - len(stuck)}")
     return trio.run(run_local_until_signal, [job for job in todo if job.job_id not in stuck], slots, jobs_dir, ledger)
 
 
 def batch_main(args: argparse.Namespace, define_optimize: OptimizeArguments) -> int:
     """`define_optimize` is optimize's argument definition, against which job options are checked."""
+    live = LiveLog()
     problem = engine_argument_error(args) or (_missing_dask() if args.engine == "dask" else None)
     if problem:
         return fail(problem)
@@ -124,9 +130,9 @@ def batch_main(args: argparse.Namespace, define_optimize: OptimizeArguments) -> 
                                    started=previous.started if previous else now_iso(), engine=args.engine,
                                    jobs=starting_jobs(jobs, previous, jobs_dir))
             kept = sum(job.status.finished for job in summary.jobs)
-            _log(f"batch {'resumed' if previous else 'started'} jobs={len(jobs)} kept={kept} engine={args.engine} "
+            live.event(f"batch {'resumed' if previous else 'started'} jobs={len(jobs)} kept={kept} engine={args.engine} "
                  f"output_dir={str(output_dir)!r}")
-            ledger = BatchLedger(output_dir / SUMMARY_NAME, summary, _log)
+            ledger = BatchLedger(output_dir / SUMMARY_NAME, summary, _log_with_progress(live, summary))
             try:
                 completed = _run_engine(args, jobs, jobs_dir, ledger, gpus)
             except KeyboardInterrupt:
@@ -137,6 +143,8 @@ def batch_main(args: argparse.Namespace, define_optimize: OptimizeArguments) -> 
                 # the Dask scheduler cannot be reached, or went away
                 return fail(f"--scheduler {args.scheduler}: {type(exc).__name__}: {exc}; batch.json keeps what "
                             "finished, --resume continues", output_dir=str(output_dir))
+            finally:
+                live.close()  # the progress line goes; later lines are plain
             if not completed:
                 ledger.close(BatchExitCode.INTERRUPTED)
                 return fail("batch interrupted; `tlx-agent batch --resume` continues it", BatchExitCode.INTERRUPTED,
@@ -145,7 +153,7 @@ def batch_main(args: argparse.Namespace, define_optimize: OptimizeArguments) -> 
             ledger.close(exit_code)
     except BatchDirError as exc:
         return fail(str(exc))
-    _log(f"batch finished exit_code={int(exit_code)} " + " ".join(
+    live.event(f"batch finished exit_code={int(exit_code)} " + " ".join(
         f"{status.value}={sum(job.status == status for job in summary.jobs)}" for status in JobStatus
         if status.finished))
     emit(summary.model_dump(mode="json"))

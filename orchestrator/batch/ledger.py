@@ -116,6 +116,10 @@ class BatchLedger:
         self._log = log
         self._write()
 
+    def note(self, line: str) -> None:
+        """A line for the batch's log that changes no job."""
+        self._log(line)
+
     def job(self, job_id: str) -> JobSummary:
         return next(job for job in self.summary.jobs if job.job_id == job_id)
 

@@ -98,6 +98,17 @@ def exit_description(exit_code: int) -> str:
         return f"killed by signal {-exit_code}"
 
 
+def progress_line(jobs: Sequence[JobSummary]) -> str:
+    """The terminal's progress line: how many jobs are done and how they ended, and which run where."""
+    done = [job for job in jobs if job.status.finished]
+    counts = " ".join(f"{status.value}={n}" for status in JobStatus
+                      if status.finished and (n := sum(job.status is status for job in done)))
+    running = ", ".join(f"{job.job_id}@{job.gpu if job.gpu else job.node or 'cpu'}" for job in jobs
+                        if job.status is JobStatus.RUNNING)
+    return (f"batch {len(done)}/{len(jobs)} done" + (f" ({counts})" if counts else "")
+            + (f"; running {running}" if running else ""))
+
+
 def batch_exit_code(statuses: Iterable[JobStatus]) -> BatchExitCode:
     """0 every job improved, 2 none did, 4 some did. Called once every job has finished."""
     improved = [status == JobStatus.IMPROVED for status in statuses]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from orchestrator.batch.outcome import interpret
@@ -13,9 +15,11 @@ from orchestrator.batch.policy import (
     batch_slots,
     is_kept_on_resume,
     job_status,
+    progress_line,
     schedule,
     unplaceable,
 )
+from orchestrator.run.ledger.live_log import LiveLog
 from protocol.batch import BatchExitCode, JobStatus, JobSummary
 
 GPU0, GPU1, CPU0 = Slot("gpu0", "0"), Slot("gpu1", "1"), Slot("cpu0")
@@ -131,3 +135,35 @@ def test_a_failed_job_gets_one_line_from_its_document_or_its_log():
     assert (status, speedup, error) == (JobStatus.IMPROVED, 1.5, None)
     # the stdout document lacks a speedup: the run's result.json has it
     assert interpret(2, {"exit_code": 2}, "", result_speedup=1.0)[1] == 1.0
+
+
+def _summary(job_id: str, status: JobStatus, gpu: str | None = None) -> JobSummary:
+    return JobSummary(job_id=job_id, kernel=f"{job_id}.py", output_dir=f"/out/jobs/{job_id}", status=status, gpu=gpu)
+
+
+def test_the_progress_line_counts_how_jobs_ended_and_names_where_each_runs():
+    jobs = [_summary("va", JobStatus.IMPROVED), _summary("sm", JobStatus.FAILED), _summary("mm", JobStatus.RUNNING, "1"),
+            _summary("ln", JobStatus.RUNNING), _summary("gemm", JobStatus.PENDING)]
+    assert progress_line(jobs) == "batch 2/5 done (improved=1 failed=1); running mm@1, ln@cpu"
+    assert progress_line([_summary("va", JobStatus.PENDING)]) == "batch 0/1 done"
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal, as stderr does in an interactive shell."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_progress_line_stays_below_the_job_lines_and_leaves_with_the_batch():
+    terminal = Terminal()
+    live = LiveLog(terminal)
+    live.event("batch job=va status=running attempt=1 gpu=0 node=None")
+    live.progress(progress_line([_summary("va", JobStatus.RUNNING, "0")]))
+    live.event("batch job=va status=improved exit_code=0 speedup=3.0700x")
+    live.progress(progress_line([_summary("va", JobStatus.IMPROVED, "0")]))
+    live.close()
+    shown = terminal.getvalue()
+    assert shown.count("[tlx-agent] batch 0/1 done; running va@0") == 2  # drawn, then redrawn under the next line
+    assert shown.index("status=improved") > shown.index("running va@0")
+    assert shown.endswith("[tlx-agent] batch 1/1 done (improved=1)\r\x1b[K")  # erased when the batch ends
