@@ -36,6 +36,7 @@ class EvaluationEvent(_Event):
     status: EvaluationStatus
     reason: str
     wall_seconds: float
+    reused: bool = False  # taken from the record by a resumed run, not run again (docs/resume.md)
 
 
 class ExperimentEvent(_Event):

@@ -21,6 +21,7 @@ from orchestrator.providers.factory import create_provider
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.config import RunConfig
 from orchestrator.run.ledger.artifacts import RunArtifacts
+from orchestrator.run.ledger.evaluations import reusable_evaluations
 from orchestrator.run.ledger.live_log import LiveLog, quote
 from orchestrator.run.loop import OptimizationRun
 from orchestrator.run.resume.aside import move_aside_unfinished
@@ -98,12 +99,16 @@ def resume_main(args: argparse.Namespace, argv: list[str], parse_command: ParseC
     point = resumption(recorded, config.budget.max_total_seconds, config.budget.candidates_per_round)
     count = recorded.resume_count + 1
     moved = move_aside_unfinished(output_dir, {r.experiment_id for r in recorded.experiments}, count)
+    point.reusable, unreadable = reusable_evaluations(output_dir)
     artifacts.journal("run_resumed", argv=["tlx-agent", *argv], resume_count=count, moved_aside=moved,
                       budget_overrides=overrides)
     for warning in recorded.warnings:
         log.event(f"resume warning={quote(warning, 400)}")
     for path in moved:
-        log.event(f"resume moved_aside={path!r} reason='its experiment had not finished; it runs again'")
+        log.event(f"resume moved_aside={path!r} reason='its experiment had not finished; it runs again, its "
+                  "finished evaluations are taken from the record'")
+    for warning in unreadable:
+        log.event(f"resume warning={quote(warning, 400)}")
     commit_step = CommitStep(config, config.kernel, log, artifacts)
     run = OptimizationRun(config, inputs, provider, log, artifacts, commit_step, prior_digests=prior_digests,
                           prior_evidence=prior_evidence, resume=point)

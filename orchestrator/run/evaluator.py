@@ -17,6 +17,7 @@ from orchestrator.bundle.inputs import FrozenBundle, Inputs, check_frozen
 from orchestrator.run.config import RunConfig
 from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import RunArtifacts
+from orchestrator.run.ledger.evaluations import FinishedEvaluation, write_finished
 from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.state import RunAborted, RunState, add_run_medians
 from orchestrator.source_digest import normalized_digest, raw_digest
@@ -41,6 +42,8 @@ class Evaluator:
         self.spawner = spawner or SubprocessSpawner()
         self.parent_env = dict(os.environ) if parent_env is None else parent_env
         self.finished_workers: dict[str, str] = {}  # scratch dir -> evaluation, for `refuse_leftovers`
+        # a resumed run's finished evaluations of experiments that had not finished (ledger/evaluations.py)
+        self.reusable: dict[tuple[str, str], FinishedEvaluation] = {}
 
     def profile_factory(self, experiment_id: str, level: str, reason: str, diagnostic: bool = False):
         if not self.config.profile:
@@ -117,16 +120,26 @@ class Evaluator:
             worker_python=self.config.worker_python, benchmark=benchmark,
             profile_request=(self.profile_factory(experiment_id, profile_level, profile_reason, diagnostic)
                              if profile_level else None))
-        if benchmark:
-            await self.refuse_leftovers()
-        self.log.progress(f"{experiment_id} evaluating {role.value} ({tag})")
-        evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
-        self.finished_workers[str(work_dir)] = f"{experiment_id} {role.value} ({tag})"
+        digest = raw_digest(source) if source is not None else ""
+        recorded = self.reusable.pop((experiment_id, tag), None)
+        reused = recorded is not None and recorded.label == role.value and bool(digest) \
+            and recorded.source_sha256 == digest
+        if reused:
+            evaluation = recorded.evaluation  # type: ignore[union-attr]
+            self.log.event(f"{experiment_id} evaluation={tag} reused: it had finished before the run was resumed")
+        else:
+            if benchmark:
+                await self.refuse_leftovers()
+            self.log.progress(f"{experiment_id} evaluating {role.value} ({tag})")
+            evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
+            self.finished_workers[str(work_dir)] = f"{experiment_id} {role.value} ({tag})"
+        write_finished(experiment_dir, FinishedEvaluation(experiment_id=experiment_id, tag=tag, label=role.value,
+                                                          source_sha256=digest, evaluation=evaluation))
         if benchmark and source is not None:
             add_run_medians(state.run_medians, normalized_digest(source), evaluation)
         self.artifacts.journal("evaluation", experiment_id=experiment_id, label=role.value, tag=tag,
                                status=evaluation.status.value, reason=evaluation.reason,
-                               wall_seconds=evaluation.worker.wall_seconds)
+                               wall_seconds=evaluation.worker.wall_seconds, reused=reused)
         self.check_bundle(state)
         self.check_device(state, evaluation)
         return evaluation

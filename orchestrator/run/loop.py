@@ -142,6 +142,7 @@ class OptimizationRun:
         dead run's commits left it."""
         recorded = resume.recorded
         self.evaluator = Evaluator(self.config, self.inputs, recorded.bundle, self.artifacts, self.log, self.spawner)
+        self.evaluator.reusable = dict(resume.reusable)
         self.side_by_side = SideBySide(self.evaluator, self.schedule)
         self.evaluator.check_bundle(state)
         winners = {r.experiment_id: Path(r.source_path).read_text(encoding="utf-8") for r in state.experiments

@@ -138,6 +138,8 @@ def kill_and_resume(tmp: Path, kind: str, lines: int, reference: dict) -> None:
     events = journal_events(out)
     completed = Counter(e["experiment_id"] for e in events if e["event"] == "experiment")
     assert all(count == 1 for count in completed.values()), completed
+    ran = Counter((e["experiment_id"], e["tag"]) for e in events if e["event"] == "evaluation" and not e.get("reused"))
+    assert all(count == 1 for count in ran.values()), ran  # no finished evaluation ran again
     assert sum(e["event"] == "run_resumed" for e in events) == 1
     after = {name: (out / name).read_bytes() for name in before}
     assert after == before  # no finished experiment's file lost or rewritten
@@ -275,3 +277,19 @@ def test_a_user_commit_after_the_kill_is_never_touched(tmp_path):
     assert run.returncode == 3, run.stderr[-2000:]  # the next checkpoint refuses: HEAD moved, as in a live run
     assert git(repo, "rev-parse", "HEAD").strip() == user_head
     assert (repo / "notes.txt").read_text() == "mine\n"
+
+
+def test_finished_evaluations_of_the_experiment_in_flight_are_taken_from_the_record(tmp_path, reference):
+    """Killed between r001-c000's workers (journal line 5: its first two evaluations have ended): the resumed
+    run takes those two from experiments/r001-c000.interrupted-1/evaluations/ and runs only the rest."""
+    args = replay_setup(tmp_path, "out")
+    out = tmp_path / "out"
+    assert run_killed_at(args, out, 5)
+    resumed = run_cli("--resume", out, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert decisions(resumed.result) == decisions(reference["replay"])
+    reused = [e for e in journal_events(out) if e["event"] == "evaluation" and e.get("reused")]
+    assert reused and {e["experiment_id"] for e in reused} == {"r001-c000"}
+    kept = sorted(p.name for p in (out / "experiments" / "r001-c000.interrupted-1" / "evaluations").iterdir())
+    assert sorted(f"{e['tag']}.json" for e in reused) == kept
+    assert "evaluation=" in resumed.stderr and "reused: it had finished before the run was resumed" in resumed.stderr

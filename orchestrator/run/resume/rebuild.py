@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.run.ledger.evaluations import FinishedEvaluation
 from orchestrator.run.resume.record import RecordedRun, seconds_spent
 from orchestrator.run.state import Incumbent, RunState, add_run_medians, promoted_incumbent
 from protocol.results import DecisionStatus, Evaluation, ExperimentRecord
@@ -105,6 +106,8 @@ class Resumption:
     seconds_left: float
     next_slot: tuple[int, int]
     screenings: int  # screening ids already used (screening/sNNN), so new ones stay unique
+    # finished evaluations of experiments that had not finished, by (experiment id, tag): taken, not run again
+    reusable: dict[tuple[str, str], FinishedEvaluation] = field(default_factory=dict)
 
     def record(self, experiment_id: str) -> ExperimentRecord | None:
         return next((r for r in self.state.experiments if r.experiment_id == experiment_id), None)
