@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -24,11 +31,52 @@ distributed = pytest.importorskip("distributed")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
+class Cluster:
+    """A Dask cluster on 127.0.0.1 started the way docs/batch.md tells a user to: `dask scheduler` and
+    `dask worker` processes (their own sessions, ended by process group), never children of this test
+    process's own multiprocessing (a LocalCluster leaves its resource tracker behind as our child)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.scheduler_address = ""
+
+    def _start(self, module: str, *args: str, env: dict[str, str] | None = None, log: str) -> None:
+        with open(self.directory / log, "wb") as output:
+            self.processes.append(subprocess.Popen(
+                [sys.executable, "-m", f"distributed.cli.{module}", *args], stdout=output, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **(env or {})}))
+
+    def start(self, workers: list[dict[str, str]]) -> Cluster:
+        scheduler_file = self.directory / "scheduler.json"
+        self._start("dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                    "--scheduler-file", str(scheduler_file), log="scheduler.log")
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.scheduler_address = json.loads(scheduler_file.read_text())["address"]
+        for index, worker in enumerate(workers):
+            resources = ["--resources", worker["resources"]] if "resources" in worker else []
+            self._start("dask_worker", self.scheduler_address, "--host", "127.0.0.1", "--nworkers", "1",
+                        "--nthreads", worker.get("nthreads", "1"), "--no-dashboard", *resources,
+                        env=worker.get("env"), log=f"worker{index}.log")
+        with distributed.Client(self.scheduler_address, timeout=60) as client:
+            client.wait_for_workers(len(workers), timeout=120)
+        return self
+
+    def stop(self) -> None:
+        for process in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        for process in self.processes:
+            process.wait(timeout=30)
+
+
 @pytest.fixture
-def cluster():
-    with distributed.LocalCluster(host="127.0.0.1", n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as local_cluster:
-        yield local_cluster
+def cluster(tmp_path):
+    running = Cluster(tmp_path).start([{}, {}])
+    yield running
+    running.stop()
 
 
 def test_jobs_run_on_cluster_workers_and_the_summary_is_assembled(tmp_path, cluster):
@@ -59,15 +107,13 @@ def test_jobs_run_on_cluster_workers_and_the_summary_is_assembled(tmp_path, clus
 
 
 @pytest.fixture
-def gpu_cluster():
+def gpu_cluster(tmp_path):
     """Two GPU workers as docs/batch.md says to start them: each pinned with CUDA_VISIBLE_DEVICES and declaring
     GPU=1. Each has two threads, so only the resource keeps a second GPU job off a busy worker."""
-    worker = {"cls": distributed.Nanny, "options": {"host": "127.0.0.1", "nthreads": 2, "resources": {"GPU": 1}}}
-    workers = {f"gpu{i}": {**worker, "options": {**worker["options"], "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
-               for i in range(2)}
-    scheduler = {"cls": distributed.Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": None}}
-    with distributed.SpecCluster(scheduler=scheduler, workers=workers) as spec_cluster:
-        yield spec_cluster
+    running = Cluster(tmp_path).start([{"nthreads": "2", "resources": "GPU=1", "env": {"CUDA_VISIBLE_DEVICES": str(i)}}
+                                       for i in range(2)])
+    yield running
+    running.stop()
 
 
 def test_gpu_jobs_take_one_gpu_worker_each(tmp_path, gpu_cluster):

@@ -98,9 +98,10 @@ def test_time_budget_stops_the_run(tmp_path, out_dir):
     assert run.result["stopping_reason"] == "time_budget_exhausted", run.stderr
     assert len(run.result["experiments"]) < 8
     assert run.result["wall_seconds"] < 15
-    # the run stops before a candidate whose workers cannot finish, instead of cutting one off halfway
+    # the run stops before a candidate whose workers cannot finish, instead of cutting one off halfway: only the
+    # first candidate, whose cost nothing measured yet (its import sleeps 4 s of an 8 s run), may be cut off
     assert "time budget: the next candidate needs about" in run.stderr
-    assert not any("worker start" in ((e.get("decision") or {}).get("reason") or "") for e in run.result["experiments"])
+    assert [e["experiment_id"] for e in run.result["experiments"]] in (["baseline"], ["baseline", "r001-c000"])
 
 
 @pytest.mark.slow  # real CLI and workers, over 5 s: it waits out a deadline
