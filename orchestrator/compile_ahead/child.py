@@ -225,13 +225,13 @@ def compile_config(kernel: Any, request: dict[str, Any], config: dict[str, Any])
             "log": clip(log), "resource_usage": clip(usage)}
 
 
-def main(argv: list[str]) -> int:
-    request = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
-    events = Events()
+def start_compile_only(request: dict[str, Any], events: Events) -> tuple[Any, dict[str, str]] | None:
+    """Isolate this child, then make Triton compile for the request's target without a GPU: the compile-only
+    driver (active) and the isolation statuses, or None (after a `refused` event) without network isolation."""
     statuses = isolate(request["isolation"])
     if statuses["network"].startswith("unavailable"):
         events.emit("refused", reason=f"no network isolation: {statuses['network']}", isolation=statuses)
-        return 3
+        return None
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # belt and braces: even the candidate's own torch.cuda sees no GPU
     os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"  # ptxas -v lines (registers, spills) are printed, and captured
     os.environ["TRITON_ALWAYS_COMPILE"] = "1"  # a cache hit would skip ptxas and its log
@@ -239,9 +239,22 @@ def main(argv: list[str]) -> int:
     from triton.backends.compiler import GPUTarget
 
     target = request["target"]
-    triton.runtime.driver.set_active(compile_only_driver(
-        GPUTarget(target["backend"], target["arch"], target["warp_size"]), request["device_properties"]))
+    driver = compile_only_driver(GPUTarget(target["backend"], target["arch"], target["warp_size"]),
+                                 request["device_properties"])
+    triton.runtime.driver.set_active(driver)
     install_shared_memory_stop(request.get("stop_above_shared_bytes"))
+    return driver, statuses
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    events = Events()
+    started = start_compile_only(request, events)
+    if started is None:
+        return 3
+    _, statuses = started
+    import triton
+
     try:
         kernel = load_kernel(request["source_path"], request["kernel_name"])
     except BaseException as exc:  # noqa: BLE001 - whatever the module raises at import is reported, not raised

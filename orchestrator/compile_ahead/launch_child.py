@@ -21,7 +21,6 @@ import importlib.util
 import io
 import itertools
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -152,23 +151,14 @@ def compile_without_launching(recorder: Recorder) -> None:
 def main(argv: list[str]) -> int:
     request = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     events = Events()
-    statuses = isolate(request["isolation"])
-    if statuses["network"].startswith("unavailable"):
-        events.emit("refused", reason=f"no network isolation: {statuses['network']}", isolation=statuses)
+    started = child.start_compile_only(request, events)
+    if started is None:
         return 3
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
-    os.environ["TRITON_ALWAYS_COMPILE"] = "1"
+    driver, statuses = started
     import torch
     import triton
-    from triton.backends.compiler import GPUTarget
 
-    target = request["target"]
-    driver = compile_only_driver(GPUTarget(target["backend"], target["arch"], target["warp_size"]),
-                                 request["device_properties"])
     driver.get_active_torch_device = lambda: torch.device("cpu")  # a wrapper's own allocations stay on the host
-    triton.runtime.driver.set_active(driver)
-    install_shared_memory_stop(request.get("stop_above_shared_bytes"))
     recorder = Recorder(events)
     compile_without_launching(recorder)
     try:
