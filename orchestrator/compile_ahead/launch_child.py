@@ -41,8 +41,7 @@ def import_file(path: str | Path, module_name: str) -> Any:
 # and importing the orchestrator package would need what the worker's interpreter may not have.
 child = import_file(Path(__file__).resolve().with_name("child.py"), "tlx_compile_ahead_child")
 Events, SharedOverLimit, clip = child.Events, child.SharedOverLimit, child.clip
-compile_only_driver, install_shared_memory_stop = child.compile_only_driver, child.install_shared_memory_stop
-isolate, resource_usage = child.isolate, child.resource_usage
+resource_usage = child.resource_usage
 
 
 def scalar(value: Any) -> Any:
