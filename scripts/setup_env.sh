@@ -22,6 +22,8 @@ stamp=".venv/.tlx-agent-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -c "import orchestrator, trio, pydantic, triton" >/dev/null 2>&1; then
   echo "[setup] installing tlx-agent and its dev extras into .venv" >&2
-  quiet_pip .venv/bin/python -m pip install -q -e ".[dev]" >&2
+  # setuptools' editable build prints a boxed BuildBackendWarning about package-named folders (ours are the
+  # packages themselves); Python warnings are off for this one install, pip's own errors still show
+  PYTHONWARNINGS=ignore quiet_pip .venv/bin/python -m pip install -q -e ".[dev]" >&2
   echo "$want" > "$stamp"
 fi
