@@ -37,6 +37,7 @@ class EvaluationEvent(_Event):
     reason: str
     wall_seconds: float
     reused: bool = False  # taken from the record by a resumed run, not run again (docs/resume.md)
+    source_sha256: str = ""  # the source it measured (a resumed experiment may be proposed anew, differently)
 
 
 class ExperimentEvent(_Event):

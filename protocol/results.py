@@ -95,6 +95,17 @@ class Evaluation(StrictModel):
         return next((c for c in self.cases if c.case_id == case_id), None)
 
 
+class FinishedEvaluation(StrictModel):
+    """experiments/<id>/evaluations/<tag>.json: one evaluation written the moment it ended, with the source it
+    measured, so that a resumed run takes it instead of running it again (orchestrator/run/ledger/evaluations.py)."""
+
+    experiment_id: str
+    tag: str
+    label: str
+    source_sha256: str
+    evaluation: Evaluation
+
+
 class CandidateMetadata(StrictModel):
     hypothesis: str = ""
     evidence: str = ""

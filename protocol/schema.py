@@ -9,6 +9,7 @@ describes one line. `error_document` is what any subcommand prints on stdout whe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,6 +29,7 @@ from protocol.results import (
     CommitRecord,
     Evaluation,
     ExperimentRecord,
+    FinishedEvaluation,
     RunResult,
     SampleStats,
 )
@@ -70,6 +72,7 @@ DOCUMENT_SCHEMAS: dict[str, Any] = {
     "experiments/<id>/profile.json": ExperimentProfiles,
     "experiments/<id>/diagnostic_profile.json": DiagnosticProfile,
     "experiments/<id>/commit_revalidation.json": Evaluation,
+    "experiments/<id>/evaluations/<tag>.json": FinishedEvaluation,
     "baseline_profile.json": ProfilesByCase,
     "best_profile.json": ProfilesByCase,
     "promotion_commits.json": list[CommitRecord],
@@ -89,9 +92,13 @@ def all_schemas() -> dict[str, Any]:
 
 def document_name(relative_path: str, names: Iterable[str] = DOCUMENT_SCHEMAS) -> str | None:
     """The document name among `names` for a path relative to an output directory (None: no document)."""
-    parts = relative_path.split("/")
     for name in names:
-        pattern = name.split("/")
-        if len(pattern) == len(parts) and all(p == "<id>" or p == q for p, q in zip(pattern, parts, strict=True)):
+        # each <placeholder> stands for one path segment's text (an experiment id, an evaluation tag)
+        if re.fullmatch(_segment_pattern(name), relative_path):
             return name
     return None
+
+
+def _segment_pattern(name: str) -> str:
+    return "".join("[^/]+" if piece.startswith("<") and piece.endswith(">") else re.escape(piece)
+                   for piece in re.split(r"(<[a-z]+>)", name))

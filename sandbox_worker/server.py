@@ -108,9 +108,6 @@ class Worker:
 
     def _setup(self, setup: dict[str, Any]) -> bool:
         started = time.perf_counter()
-        # torch.cuda.is_available() through NVML, not the CUDA runtime: a GPU judge forks its candidate's
-        # process after this check, and a process that has initialised CUDA cannot fork one that uses it.
-        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         try:
             applied = isolation.apply_isolation(setup["isolation"])  # with `processes`, the rest runs in pid 2
             self.target = setup["target"]

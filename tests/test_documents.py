@@ -28,6 +28,7 @@ DOCUMENT_NAMES = {
     "bundle.lock.json", "promotion_commits.json", "auto_commit.json", "rollback_commit.json",
     "baseline_profile.json", "best_profile.json", "experiments/<id>/profile.json",
     "experiments/<id>/diagnostic_profile.json", "experiments/<id>/commit_revalidation.json",
+    "experiments/<id>/evaluations/<tag>.json",
     "bundle/cases.json", "bundle/target.json", "bundle/budget.json",
 }
 MODEL_NAMES = {"case", "cases", "target", "budget", "profile_request", "worker_command", "worker_event",

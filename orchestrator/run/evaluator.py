@@ -139,7 +139,7 @@ class Evaluator:
             add_run_medians(state.run_medians, normalized_digest(source), evaluation)
         self.artifacts.journal("evaluation", experiment_id=experiment_id, label=role.value, tag=tag,
                                status=evaluation.status.value, reason=evaluation.reason,
-                               wall_seconds=evaluation.worker.wall_seconds, reused=reused)
+                               wall_seconds=evaluation.worker.wall_seconds, reused=reused, source_sha256=digest)
         self.check_bundle(state)
         self.check_device(state, evaluation)
         return evaluation

@@ -87,6 +87,9 @@ def build_worker_environment(
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
         "PYTHONUNBUFFERED": "1",
+        # torch.cuda.is_available() through NVML, not the CUDA runtime: a GPU judge forks its candidate's
+        # process after that check, and a process that has initialised CUDA cannot fork one that uses it
+        "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
     })
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return env, refused

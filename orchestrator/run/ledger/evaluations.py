@@ -14,18 +14,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orchestrator.run.ledger.artifacts import write_json
-from protocol.base import StrictModel
-from protocol.results import Evaluation
+from protocol.results import FinishedEvaluation
 
 FOLDER = "evaluations"
-
-
-class FinishedEvaluation(StrictModel):
-    experiment_id: str
-    tag: str
-    label: str
-    source_sha256: str
-    evaluation: Evaluation
 
 
 def write_finished(experiment_dir: Path, finished: FinishedEvaluation) -> Path:
