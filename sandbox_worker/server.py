@@ -10,6 +10,7 @@ return values into protocol values is `harness_contract`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -172,6 +173,7 @@ class Worker:
         if attempts:  # an attempt to leave the sandbox outranks whatever the call returned or raised
             failure = violation_event(command_id, phase, attempts)
         if failure is not None:
+            _log_traceback(phase, failure)
             self.channel.send(failure)
             return
         self.channel.send({"kind": "reply", "command_id": command_id, "value": value,
@@ -233,6 +235,15 @@ class Worker:
             self._run(command, "profile", _judged_profile)
             return
         self._run(command, "profile", lambda: run_profile(self.harness, self.artifact, command["case"], command["request"]))
+
+
+def _log_traceback(phase: str, failure: dict[str, Any]) -> None:
+    """The failure's traceback into the worker log (stderr): the reply carries only the message."""
+    text = failure.get("traceback")
+    if text:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"tlx-agent worker: {phase} failed ({failure.get('error_type')}):\n{text}\n")
+            sys.stderr.flush()
 
 
 def _judged_profile() -> dict[str, Any]:

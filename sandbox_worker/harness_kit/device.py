@@ -21,3 +21,19 @@ def cuda_unavailable_reason() -> str | None:
     if getattr(torch.version, "hip", None):
         return "ROCm device: ncu and the NVIDIA profiling path do not apply"
     return None
+
+
+def activate_triton_cuda() -> None:
+    """Initialise CUDA here and hand Triton its CUDA driver directly.
+
+    Triton otherwise picks its driver by asking `torch.cuda.is_available()`. Inside the sandbox NVML cannot
+    start, so that check falls back to the CUDA runtime's device count, which a process forked from the
+    judge may not get: a launch then fails with "0 active drivers" although CUDA works in the process.
+    """
+    import torch
+    from triton.backends.nvidia.driver import CudaDriver
+    from triton.runtime import driver
+
+    torch.cuda.init()
+    if not isinstance(driver._active, CudaDriver):  # noqa: SLF001 - reading `active` would run the check
+        driver.set_active(CudaDriver())

@@ -25,18 +25,18 @@ from typing import Any
 from sandbox_worker.attempt_monitor import AttemptMonitor
 from sandbox_worker.channel import Channel, ChannelClosed
 from sandbox_worker.failures import failure_event
-from sandbox_worker.judged.slots import SlotLayout, map_shared, slot_views
+from sandbox_worker.judged.slots import SlotLayout, require_fit, slot_views
 
 
 class CandidateLoop:
-    def __init__(self, channel: Channel, memfd: int, monitor: AttemptMonitor | None) -> None:
+    def __init__(self, channel: Channel, arena: Any, monitor: AttemptMonitor | None) -> None:
         self.channel = channel
-        self.memfd = memfd
+        self.arena = arena
         self.monitor = monitor
         self.entry: Any = None
         self.layout: SlotLayout | None = None
         self.slot_views: list[tuple[list[Any], list[Any]]] = []
-        self.buffer: Any = None
+        self.cuda_ready = False
         self.kernels: dict[str, Any] = {}  # compiled kernels seen in records, by hash
 
     def serve(self) -> int:
@@ -80,9 +80,9 @@ class CandidateLoop:
     def on_layout(self, message: dict[str, Any]) -> dict[str, Any]:
         layout = SlotLayout.from_json(message["layout"])
         slots = int(message["slots"])
-        self.buffer = map_shared(self.memfd, layout.total_bytes * slots)
+        require_fit(self.arena, layout, slots)
         self.layout = layout
-        self.slot_views = slot_views(self.buffer, layout, slots)
+        self.slot_views = slot_views(self.arena, layout, slots)
         return {"kind": "mapped"}
 
     def on_call(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -109,12 +109,16 @@ class CandidateLoop:
         """Copy the slot's inputs to the GPU, record the entry there, store its outputs back in the slot."""
         import torch
 
+        from sandbox_worker.harness_kit.device import activate_triton_cuda
         from sandbox_worker.judged.recording import record_call
 
         nonce = message["nonce"]
         if self.layout is None or self.entry is None:
             return {"kind": "raised", "nonce": nonce,
                     "failure": failure_event(None, "verify", RuntimeError("record before build and layout"))}
+        if not self.cuda_ready:
+            activate_triton_cuda()
+            self.cuda_ready = True
         inputs, outputs = self.slot_views[int(message["slot"])]
         on_gpu = [tensor.to("cuda") for tensor in inputs]
         written = [torch.empty(o.shape, dtype=o.dtype, device="cuda") for o in outputs] \
@@ -180,7 +184,7 @@ def _extent(tensor: Any) -> tuple[int, int]:
     return start, start + (span + 1) * tensor.element_size()
 
 
-def run(sock_fd: int, memfd: int, writable_dirs: list[str] | None) -> None:
+def run(sock_fd: int, arena: Any, writable_dirs: list[str] | None) -> None:
     """The forked child's whole life; never returns (os._exit), so it never runs the judge's code."""
     import socket
 
@@ -190,6 +194,6 @@ def run(sock_fd: int, memfd: int, writable_dirs: list[str] | None) -> None:
         if writable_dirs is not None:
             monitor = AttemptMonitor(writable_dirs)
             monitor.install()
-        code = CandidateLoop(Channel(socket.socket(fileno=sock_fd)), memfd, monitor).serve()
+        code = CandidateLoop(Channel(socket.socket(fileno=sock_fd)), arena, monitor).serve()
     finally:
         os._exit(code)

@@ -80,11 +80,14 @@ class GpuJudge(Judge):
             raise CudaAlreadyInitialized(
                 "the harness initialised CUDA when it was imported; judged mode forks the candidate's process "
                 "first, so create CUDA tensors inside make_inputs and reference, not at module level")
+        from sandbox_worker.harness_kit.device import activate_triton_cuda
         from sandbox_worker.harness_kit.entry_point import device_for
         from sandbox_worker.judged.process import CandidateProcess
 
+        process = CandidateProcess.fork(writable_dirs, own_pid_namespace)
+        activate_triton_cuda()  # after the fork: the candidate process initialises CUDA on its own
         return cls(spec=spec, target=target, kernel_path=kernel_path, writable_dirs=writable_dirs,
-                   process=CandidateProcess.fork(writable_dirs, own_pid_namespace), device=device_for(target))
+                   process=process, device=device_for(target))
 
     def for_variant(self, kernel_path: str) -> GpuJudge:
         """Never: a candidate process must be forked before the judge initialises CUDA, so a GPU worker

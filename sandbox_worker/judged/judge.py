@@ -12,14 +12,13 @@ failure after verification passed is reported as a cheat (`CheatDetected`).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox_worker.harness_kit import checks
 from sandbox_worker.harness_kit.sampling import SamplingLimits, collect, warm_up
 from sandbox_worker.judged.process import CandidateBrokeProtocol, CandidateProcess
-from sandbox_worker.judged.slots import SlotLayout, map_shared, plan_layout, slot_views
+from sandbox_worker.judged.slots import SlotLayout, plan_layout, require_fit, slot_views
 
 SLOTS = 2  # calls alternate between two slots, so an address-keyed cache sees two addresses, both refilled
 CACHE_POLICY_JUDGED = "judged_cpu_round_trip"
@@ -70,7 +69,6 @@ class Judge:
     layout: SlotLayout | None = None
     slot_views: list[tuple[list[Any], list[Any]]] = field(default_factory=list)
     next_slot: int = 0
-    buffer: Any = None
     writable_dirs: list[str] | None = None
     records_launches = False  # GpuJudge: replays recorded launches instead of calling the candidate per sample
 
@@ -162,11 +160,8 @@ class Judge:
         return PreparedCall(slot=slot, arguments=arguments, expected=expected)
 
     def _map(self, layout: SlotLayout) -> None:
-        size = layout.total_bytes * SLOTS
-        if os.fstat(self.process.memfd).st_size < size:
-            os.ftruncate(self.process.memfd, size)
-        self.buffer = map_shared(self.process.memfd, size)
-        self.slot_views = slot_views(self.buffer, layout, SLOTS)
+        require_fit(self.process.arena, layout, SLOTS)
+        self.slot_views = slot_views(self.process.arena, layout, SLOTS)
         self._request({"kind": "layout", "layout": layout.to_json(), "slots": SLOTS}, ("mapped",))
         self.layout = layout
 

@@ -10,6 +10,7 @@ stopped; without that layer, the candidate's descendants are (docs/security.md l
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import secrets
 import signal
@@ -19,6 +20,7 @@ from typing import Any
 
 from sandbox_worker.channel import Channel, ChannelClosed
 from sandbox_worker.isolation import seccomp, syscalls
+from sandbox_worker.judged.slots import reserve_arena
 
 PR_SET_DUMPABLE = 4
 PR_SET_PDEATHSIG = 1
@@ -48,10 +50,10 @@ def describe_status(status: int) -> str:
 
 
 class CandidateProcess:
-    def __init__(self, pid: int, channel: Channel, memfd: int, own_pid_namespace: bool) -> None:
+    def __init__(self, pid: int, channel: Channel, arena: mmap.mmap, own_pid_namespace: bool) -> None:
         self.pid = pid
         self.channel = channel
-        self.memfd = memfd
+        self.arena = arena  # shared with the candidate process (mapped before the fork)
         self.own_pid_namespace = own_pid_namespace
         self.frozen: list[int] = []
         self.exit_description: str | None = None
@@ -61,24 +63,24 @@ class CandidateProcess:
         from sandbox_worker.judged import candidate
 
         judge_end, candidate_end = socket.socketpair()
-        memfd = os.memfd_create("tlx-judged-slots", os.MFD_CLOEXEC)
+        arena = reserve_arena()
         judge_pid, judge_pgid = os.getpid(), os.getpgid(0)
         pid = os.fork()
         if pid == 0:  # the candidate process: keep only its socket, the shared memory and stdout/stderr
             try:
                 judge_end.close()
-                _close_fds_except({0, 1, 2, candidate_end.fileno(), memfd})
+                _close_fds_except({0, 1, 2, candidate_end.fileno()})
                 syscalls.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
                 if writable_dirs is not None:  # sandboxed: no signal reaches the judge from here on
                     seccomp.install(seccomp.judge_protection_rules(judge_pid, judge_pgid))
             except BaseException as exc:  # noqa: BLE001 - never return into the judge's code
                 os.write(2, f"tlx-agent: the candidate process could not be set up: {exc}\n".encode()[:500])
                 os._exit(4)
-            candidate.run(candidate_end.detach(), memfd, writable_dirs)
+            candidate.run(candidate_end.detach(), arena, writable_dirs)
         candidate_end.close()
         # Non-dumpable: the candidate (same uid) can no longer open /proc/<judge>/mem, fd or environ.
         syscalls.prctl(PR_SET_DUMPABLE, 0)
-        return cls(pid, Channel(judge_end), memfd, own_pid_namespace)
+        return cls(pid, Channel(judge_end), arena, own_pid_namespace)
 
     # ---- requests ------------------------------------------------------------------------------------
 
@@ -176,8 +178,8 @@ class CandidateProcess:
             self.kill()
             self.exit_description = "stopped by the judge"
         self.channel.close()
-        with contextlib.suppress(OSError):
-            os.close(self.memfd)
+        with contextlib.suppress(BufferError):  # views still alive keep the mapping until they go
+            self.arena.close()
 
 
 def _signal(pid: int, number: int) -> None:

@@ -1,4 +1,8 @@
-"""Tensors in shared memory: where each input and output of a call lives in the memfd both processes map.
+"""Tensors in shared memory: where each input and output of a call lives in the arena both processes map.
+
+The arena is an anonymous shared mapping made before the candidate process is forked, reserved (not
+committed) at half the machine's memory: pages exist only once written, and unlike a memfd grown with
+ftruncate it is not a file, so the worker's RLIMIT_FSIZE (a disk limit) does not cap the size of a case.
 
 The judge lays out one slot per call (inputs first, then outputs, each 64-byte aligned), writes fresh
 inputs into it, and reads the outputs back; the candidate process views the same bytes as tensors. Only
@@ -9,6 +13,7 @@ module level; torch inside the functions.
 from __future__ import annotations
 
 import mmap
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -121,8 +126,37 @@ def plan_layout(arguments: tuple[Any, ...], outputs: tuple[Any, ...], *, outputs
                       total_bytes=max(offset, ALIGN), outputs_are_arguments=outputs_are_arguments)
 
 
-def map_shared(fd: int, size: int) -> mmap.mmap:
-    return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+ARENA_MINIMUM_BYTES = 64 << 20
+
+
+class ArenaTooSmall(Exception):
+    """A case's two slots do not fit in the shared arena."""
+
+
+def reserve_arena(size: int | None = None) -> mmap.mmap:
+    """An anonymous MAP_SHARED mapping that a forked child shares; halved until the kernel grants one."""
+    wanted = size if size is not None else os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_NORESERVE", 0)
+    while True:
+        try:
+            return mmap.mmap(-1, wanted, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError:
+            if wanted <= ARENA_MINIMUM_BYTES:
+                raise
+            wanted = max(wanted // 2, ARENA_MINIMUM_BYTES)
+
+
+def require_fit(arena: mmap.mmap, layout: SlotLayout, slots: int) -> None:
+    needed = layout.total_bytes * slots
+    if needed > len(arena):
+        raise ArenaTooSmall(
+            f"the case's inputs and outputs need {_size(needed)} of shared memory for the judge's "
+            f"{slots} slots; this machine's arena holds {_size(len(arena))}: use "
+            f"smaller cases or set \"verdict_process\": \"candidate\" in target.json")
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**30:.2f} GiB" if count >= 1 << 30 else f"{count / 2**20:.1f} MiB"
 
 
 def slot_views(buffer: mmap.mmap, layout: SlotLayout, slots: int) -> list[tuple[list[Any], list[Any]]]:

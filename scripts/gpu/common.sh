@@ -52,7 +52,8 @@ run_opt() {
   summary "$name" "$OUT/$name.json"
   grep -E "isolation mode|status=confirming" "$OUT/$name.log" | cut -c1-260 | tee -a "$OUT/summary.txt" || true
 }
-# run_validate EXAMPLE ROUND: `tlx-agent validate` at default settings on the example's h200/ bundle into
+# run_validate EXAMPLE ROUND: `tlx-agent validate` at default settings on the example's h200/ bundle (TARGET
+# overrides its target.json) into
 # $OUT/validate-EXAMPLE-ROUND; appends one line per run to $OUT/summary.txt (each case's within-worker CVs
 # and the spread of the worker medians, and any failed check).
 run_validate() {
@@ -60,7 +61,7 @@ run_validate() {
   t0=$(date +%s)
   timeout 120 python3 -m orchestrator.cli validate --kernel "examples/$example/kernel.py" \
     --harness "examples/$example/harness.py" --cases "examples/$example/h200/cases.json" \
-    --target "examples/$example/h200/target.json" --arch h200 --output-dir "$OUT/validate-$example-$round" \
+    --target "${TARGET:-examples/$example/h200/target.json}" --arch h200 --output-dir "$OUT/validate-$example-$round" \
     > "$OUT/validate-$example-$round.json" 2> "$OUT/validate-$example-$round.log" || true
   python3 - "$OUT/validate-$example-$round.json" "$example-$round" "$(( $(date +%s) - t0 ))" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 12 on the H200: the GPU judge (record in the candidate's process, replay in the judge's).
 # Usage on the device host: bash scripts/gpu/h200_judge.sh smoke|table   (writes under $OUT)
-#   smoke: validate vector_add and replay the vector_add and softmax example candidates, judged
+#   smoke: validate vector_add judged, and replay the vector_add and softmax example candidates, judged
 #   table: the examples' honest candidates judged and in the candidate's process, side by side
 # Judged runs use a copy of the example's h200 target with "verdict_process": "judge" (the GPU default is
 # still the candidate's process until this script's table says otherwise).
@@ -24,6 +24,8 @@ verdicts() {  # NAME: where the verdicts were computed, and anything the judge r
 }
 case "$mode" in
   smoke)
+    TARGET=$(judged_target vector_add) run_validate vector_add judged
+    verdicts validate-vector_add-judged
     for example in vector_add softmax; do
       TARGET=$(judged_target $example) RUN_LIMIT=240 run_opt "${example}_judged" $example --provider replay \
         --replay-dir "examples/$example/candidates" --max-rounds 3

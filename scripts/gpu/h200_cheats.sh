@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Issue 12 on the H200: the GPU-only dishonest candidates (tests/cheats/gpu_candidates/vector_add) each run
+# through the real CLI at default promotion settings, with the verdict in the judge (MODE=judge, default) or in
+# the candidate's process (MODE=candidate), on two cases: n16M (timed with events) and a ragged 262147
+# (short enough for CUDA graphs). One line per candidate: promoted or not, and what stopped it.
+#   Usage on the device host: [MODE=judge|candidate] [ONLY="a b"] bash scripts/gpu/h200_cheats.sh
+source "$(dirname "$0")/common.sh"
+mode=${MODE:-judge}
+gpu_facts | tee "$OUT/gpu.txt"
+target="/tmp/cheat-target-$mode.json"
+python3 - examples/vector_add/h200/target.json "$target" "$mode" <<'PY'
+import json, sys
+target = json.load(open(sys.argv[1]))
+target["verdict_process"] = sys.argv[3]
+json.dump(target, open(sys.argv[2], "w"), indent=2)
+PY
+names=${ONLY:-$(cd tests/cheats/gpu_candidates/vector_add && ls *.py | sed 's/\.py$//')}
+for name in $names; do
+  replay="/tmp/cheat-replay/$name"
+  mkdir -p "$replay"
+  cp "tests/cheats/gpu_candidates/vector_add/$name.py" "$replay/001.py"
+  python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m.pop("expected_catch", None); json.dump(m, open(sys.argv[2], "w"))' \
+    "tests/cheats/gpu_candidates/vector_add/$name.json" "$replay/001.json"  # the sidecar's note for readers
+  t0=$(date +%s)
+  timeout "${RUN_LIMIT:-150}" python3 -m orchestrator.cli optimize --kernel examples/vector_add/kernel.py \
+    --harness examples/vector_add/harness.py --cases tests/cheats/gpu_cases/vector_add.json --target "$target" \
+    --output-dir "$OUT/cheat-$mode-$name" --no-commit-winner --provider replay --replay-dir "$replay" \
+    --max-total-seconds 140 > "$OUT/cheat-$mode-$name.json" 2> "$OUT/cheat-$mode-$name.log" || true
+  python3 - "$OUT/cheat-$mode-$name.json" "$name" "$mode" "$(( $(date +%s) - t0 ))" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+path, name, mode, wall = sys.argv[1:5]
+try:
+    r = json.load(open(path))
+except Exception as exc:
+    print(f"cheat {mode} {name}: NO RESULT {exc}"); sys.exit(0)
+if "report" not in r:
+    print(f"cheat {mode} {name}: ERROR {str(r.get('error'))[:200]}"); sys.exit(0)
+decisions = {e["experiment_id"]: e.get("decision") or {} for e in r["experiments"]}
+c = decisions.get("r001-c000", {})
+evaluations = [ev for e in r["experiments"] if e["experiment_id"] == "r001-c000" for ev in e["evaluations"]]
+why = next((ev.get("reason") for ev in evaluations if ev.get("status") not in ("ok", None)), None) or c.get("reason", "")
+promoted = r.get("winner_experiment_id") == "r001-c000"
+print(f"cheat {mode} {name}: {'PROMOTED' if promoted else 'not promoted'} exit={r['exit_code']} "
+      f"status={c.get('status')} wall_s={wall} :: {str(why)[:220]}")
+PY
+done
+echo "== summary"; cat "$OUT/summary.txt"

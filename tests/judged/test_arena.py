@@ -1,0 +1,48 @@
+"""The shared arena of judged mode: not capped by the worker's RLIMIT_FSIZE, shared across the fork, and a
+case too large for it is refused with a message that says what to change.
+
+On the H200 the memfd the arena replaced failed the first judged run on vector_add's n64M case: two slots of
+three 256 MiB tensors are more than the worker's 1 GiB file-size limit allows a memfd to grow.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sandbox_worker.judged.slots import ArenaTooSmall, plan_layout, require_fit, reserve_arena
+
+CHILD = textwrap.dedent("""
+    import os, resource
+    from sandbox_worker.judged.slots import reserve_arena
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    arena = reserve_arena(64 << 20)
+    pid = os.fork()
+    if pid == 0:
+        arena[(32 << 20) + 7] = 42  # 32 MiB in: far past the file-size limit
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print(arena[(32 << 20) + 7], len(arena))
+""")
+
+
+def test_the_arena_is_shared_across_fork_and_not_capped_by_the_file_size_limit():
+    result = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["42", str(64 << 20)]
+    assert resource.getrlimit(resource.RLIMIT_FSIZE)  # this process's limits were left alone
+
+
+def test_a_case_larger_than_the_arena_is_refused_naming_the_sizes_and_the_way_out():
+    torch = pytest.importorskip("torch")
+    arena = reserve_arena(1 << 20)
+    layout = plan_layout((torch.zeros(200_000), torch.zeros(200_000)), (torch.zeros(200_000),))
+    with pytest.raises(ArenaTooSmall, match=r'need 4\.6 MiB.*2 slots.*holds 1\.0 MiB.*"verdict_process": "candidate"'):
+        require_fit(arena, layout, 2)
+    require_fit(reserve_arena(8 << 20), layout, 2)  # 4.6 MiB for both slots fits in 8 MiB
