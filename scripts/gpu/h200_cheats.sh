@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Issue 12 on the H200: the GPU-only dishonest candidates (tests/cheats/gpu_candidates/vector_add) each run
+# Issue 12 on the H200: the GPU-only dishonest candidates (tests/cheats/gpu_candidates/vector_add, and the CPU
+# corpus's protocol takeover, which won 12.3x on the H200 before the judge) each run
 # through the real CLI at default promotion settings, with the verdict in the judge (MODE=judge, default) or in
 # the candidate's process (MODE=candidate), on two cases: n16M (timed with events) and a ragged 262147
 # (short enough for CUDA graphs). One line per candidate: promoted or not, and what stopped it.
 #   Usage on the device host: [MODE=judge|candidate] [ONLY="a b"] bash scripts/gpu/h200_cheats.sh
+#   (ONLY: file names without .py, e.g. "side_stream protocol_takeover_environ_fd")
 source "$(dirname "$0")/common.sh"
 mode=${MODE:-judge}
 gpu_facts | tee "$OUT/gpu.txt"
@@ -14,13 +16,15 @@ target = json.load(open(sys.argv[1]))
 target["verdict_process"] = sys.argv[3]
 json.dump(target, open(sys.argv[2], "w"), indent=2)
 PY
-names=${ONLY:-$(cd tests/cheats/gpu_candidates/vector_add && ls *.py | sed 's/\.py$//')}
-for name in $names; do
+corpus=(tests/cheats/gpu_candidates/vector_add/*.py tests/cheats/candidates/vector_add/protocol_takeover_environ_fd.py)
+for source in "${corpus[@]}"; do
+  name=$(basename "$source" .py)
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
   replay="/tmp/cheat-replay/$name"
   mkdir -p "$replay"
-  cp "tests/cheats/gpu_candidates/vector_add/$name.py" "$replay/001.py"
+  cp "$source" "$replay/001.py"
   python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m.pop("expected_catch", None); json.dump(m, open(sys.argv[2], "w"))' \
-    "tests/cheats/gpu_candidates/vector_add/$name.json" "$replay/001.json"  # the sidecar's note for readers
+    "${source%.py}.json" "$replay/001.json"  # the sidecar's note for readers
   t0=$(date +%s)
   timeout "${RUN_LIMIT:-150}" python3 -m orchestrator.cli optimize --kernel examples/vector_add/kernel.py \
     --harness examples/vector_add/harness.py --cases tests/cheats/gpu_cases/vector_add.json --target "$target" \

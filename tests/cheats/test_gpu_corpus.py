@@ -24,7 +24,7 @@ TECHNIQUES = {"event timing patch": "event", "synchronize patch": "synchronize",
 
 def test_the_corpus_covers_every_gpu_only_technique():
     names = [path.stem for path in CANDIDATES]
-    assert len(names) >= 10
+    assert len(names) >= 9  # the script adds the CPU corpus's protocol takeover as a tenth
     missing = [technique for technique, word in TECHNIQUES.items() if not any(word in name for name in names)]
     assert missing == []
 
