@@ -110,17 +110,22 @@ def compile_only_driver(target: Any, properties: dict[str, Any]) -> Any:
     return CompileOnlyDriver()
 
 
-def load_kernel(path: str, name: str) -> Any:
-    """The module's `@triton.jit` function `name`, unwrapped from `triton.autotune` / `triton.heuristics`."""
-    import triton
-
-    module_name = Path(path).stem
+def import_file(path: str | Path, module_name: str) -> Any:
+    """The module at `path`, registered as `module_name` (dataclasses and pickling look modules up there)."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def load_kernel(path: str, name: str) -> Any:
+    """The module's `@triton.jit` function `name`, unwrapped from `triton.autotune` / `triton.heuristics`."""
+    import triton
+
+    module = import_file(path, Path(path).stem)
     kernel = getattr(module, name, None)
     if kernel is None:
         raise LookupError(f"the kernel file defines no {name!r}")

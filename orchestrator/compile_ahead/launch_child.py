@@ -17,29 +17,21 @@ reason than a compile, and `finished` last.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import itertools
 import json
+import runpy
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-
-def import_file(path: str | Path, module_name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 # The sibling script, by path: the worker environment sets PYTHONSAFEPATH (no script directory on sys.path),
-# and importing the orchestrator package would need what the worker's interpreter may not have.
-child = import_file(Path(__file__).resolve().with_name("child.py"), "tlx_compile_ahead_child")
+# and importing the orchestrator package would need what the worker's interpreter may not have. runpy needs
+# no loader of ours; child.import_file then loads the harness and the variant.
+child = SimpleNamespace(**runpy.run_path(str(Path(__file__).resolve().with_name("child.py")),
+                                         run_name="tlx_compile_ahead_child"))
 Events, SharedOverLimit, clip = child.Events, child.SharedOverLimit, child.clip
 resource_usage = child.resource_usage
 
@@ -161,14 +153,14 @@ def main(argv: list[str]) -> int:
     recorder = Recorder(events)
     compile_without_launching(recorder)
     try:
-        judge = getattr(import_file(request["harness_path"], "tlx_harness"), "JUDGE", None)
+        judge = getattr(child.import_file(request["harness_path"], "tlx_harness"), "JUDGE", None)
         if judge is None or not callable(getattr(judge, "make_inputs", None)):
             raise LookupError("the harness declares no JUDGE (entry_point.JudgedEntry): its inputs are unknown")
     except BaseException as exc:  # noqa: BLE001 - a harness this child cannot use leaves the GPU worker to decide
         events.emit("harness_error", error_type=type(exc).__name__, message=clip(str(exc)))
         return 2
     try:
-        entry = getattr(import_file(request["source_path"], Path(request["source_path"]).stem), judge.entry, None)
+        entry = getattr(child.import_file(request["source_path"], Path(request["source_path"]).stem), judge.entry, None)
         if not callable(entry):
             raise LookupError(f"the kernel file does not export {judge.entry}{judge.signature}")
     except BaseException as exc:  # noqa: BLE001 - whatever the module raises at import is reported, not raised
