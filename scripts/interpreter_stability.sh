@@ -8,6 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${1:-$(mktemp -d -t tlx-interp-stability.XXXXXX)}"
+mkdir -p "$out"
 for round in $(seq 1 "${ROUNDS:-3}"); do
   for ex in vector_add softmax matmul; do
     .venv/bin/tlx-agent validate --kernel "examples/$ex/kernel.py" --harness "examples/$ex/harness.py" \
