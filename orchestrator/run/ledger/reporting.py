@@ -100,10 +100,11 @@ def verdict_line(verdict_process: str | None) -> str:
     """Where verify and benchmark run (docs/security.md): said once per run, after the baseline."""
     if verdict_process == "judge":
         return ("verdict process=judge reason='verify and benchmark run in the worker; each candidate runs in a "
-                "forked process of its own, stopped outside its calls'")
+                "forked process of its own, stopped outside its calls (on a GPU the worker replays the "
+                "launches the candidate recorded)'")
     return ("verdict process=candidate reason='the harness calls the candidate in its own process (a GPU target, "
-            "or a harness without JUDGE): a hostile candidate can reach the checks and the clock; review "
-            "winners of untrusted generators (docs/security.md)'")
+            "or a harness without JUDGE): a hostile candidate can reach the checks and the clock; for untrusted "
+            "generators on a GPU set \"verdict_process\": \"judge\" in target.json (docs/security.md)'")
 
 
 def evaluation_line(experiment_id: str, role: str, evaluation: Evaluation) -> str:
