@@ -59,7 +59,7 @@ run_opt() {
 run_validate() {
   local example=$1 round=$2 t0
   t0=$(date +%s)
-  timeout 120 python3 -m orchestrator.cli validate --kernel "examples/$example/kernel.py" \
+  timeout "${VALIDATE_LIMIT:-240}" python3 -m orchestrator.cli validate --kernel "examples/$example/kernel.py" \
     --harness "examples/$example/harness.py" --cases "examples/$example/h200/cases.json" \
     --target "${TARGET:-examples/$example/h200/target.json}" --arch h200 --output-dir "$OUT/validate-$example-$round" \
     > "$OUT/validate-$example-$round.json" 2> "$OUT/validate-$example-$round.log" || true
