@@ -92,17 +92,22 @@ class StartEvent(StrictModel):
     index: int
 
 
-class ResultEvent(StrictModel):
-    event: Literal["result"]
-    index: int
+class CompileResultFields(StrictModel):
+    """What one compile in a child came to: the fields both children's result events carry."""
+
     seconds: float
-    status: Literal["compiled", "shared_over_limit", "compile_error", "signature_error"]
     shared: int | None = None
     num_warps: int | None = None
     log: str = ""
     resource_usage: str = ""
     error_type: str = ""
     message: str = ""
+
+
+class ResultEvent(CompileResultFields):
+    event: Literal["result"]
+    index: int
+    status: Literal["compiled", "shared_over_limit", "compile_error", "signature_error"]
 
 
 class FinishedEvent(StrictModel):

@@ -33,6 +33,7 @@ from orchestrator.compile_ahead.compile import (
     EXIT_WAIT_SECONDS,
     FILE_SIZE_BYTES,
     ChildProtocolError,
+    CompileResultFields,
     LineReader,
     ReadyEvent,
     RefusedEvent,
@@ -104,19 +105,12 @@ class CaseEvent(StrictModel):
     case_id: str
 
 
-class CompiledEvent(StrictModel):
+class CompiledEvent(CompileResultFields):
     event: Literal["compiled"]
     group: str = Field(max_length=100)
     kernel: str = Field(max_length=200)
     config: ConfigSpec
-    seconds: float
     status: Literal["compiled", "shared_over_limit", "compile_error"]
-    shared: int | None = None
-    num_warps: int | None = None
-    log: str = ""
-    resource_usage: str = ""
-    error_type: str = ""
-    message: str = ""
 
 
 class CaseErrorEvent(StrictModel):
