@@ -37,15 +37,28 @@ for e in r["experiments"]:
     print(f"  {e['experiment_id']:<10} {d.get('status')} [{walls}] {d.get('reason','')[:110]}")
 PY
 }
-# run_opt NAME EXAMPLE ARGS...: one optimize run on the example's h200 bundle into $OUT/NAME (no commit; HARNESS
-# and TARGET override the bundle's harness.py and h200/target.json),
+# verdict_target EXAMPLE MODE: the path of a copy of the example's h200 target.json with "verdict_process" MODE
+# (judge, candidate or auto), for TARGET=.
+verdict_target() {
+  local path="/tmp/verdict-targets/$1-$2.json"
+  mkdir -p /tmp/verdict-targets
+  python3 - "examples/$1/h200/target.json" "$path" "$2" <<'PY'
+import json, sys
+target = json.load(open(sys.argv[1]))
+target["verdict_process"] = sys.argv[3]
+json.dump(target, open(sys.argv[2], "w"), indent=2)
+PY
+  echo "$path"
+}
+# run_opt NAME EXAMPLE ARGS...: one optimize run on the example's h200 bundle into $OUT/NAME (no commit; HARNESS,
+# CASES and TARGET override the bundle's harness.py, h200/cases.json and h200/target.json),
 # killed after $RUN_LIMIT seconds; its decisions go to $OUT/summary.txt.
 run_opt() {
   local name=$1 example=$2; shift 2
   local t0
   t0=$(date +%s)
   timeout "${RUN_LIMIT:-240}" python3 -m orchestrator.cli optimize --kernel "examples/$example/kernel.py" \
-    --harness "${HARNESS:-examples/$example/harness.py}" --cases "examples/$example/h200/cases.json" \
+    --harness "${HARNESS:-examples/$example/harness.py}" --cases "${CASES:-examples/$example/h200/cases.json}" \
     --target "${TARGET:-examples/$example/h200/target.json}" --output-dir "$OUT/$name" --no-commit-winner "$@" \
     > "$OUT/$name.json" 2> "$OUT/$name.log" || true
   echo "$name wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"

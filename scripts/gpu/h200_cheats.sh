@@ -9,13 +9,7 @@
 source "$(dirname "$0")/common.sh"
 mode=${MODE:-judge}
 gpu_facts | tee "$OUT/gpu.txt"
-target="/tmp/cheat-target-$mode.json"
-python3 - examples/vector_add/h200/target.json "$target" "$mode" <<'PY'
-import json, sys
-target = json.load(open(sys.argv[1]))
-target["verdict_process"] = sys.argv[3]
-json.dump(target, open(sys.argv[2], "w"), indent=2)
-PY
+target=$(verdict_target vector_add "$mode")
 corpus=(tests/cheats/gpu_candidates/vector_add/*.py tests/cheats/candidates/vector_add/protocol_takeover_environ_fd.py)
 for source in "${corpus[@]}"; do
   name=$(basename "$source" .py)
@@ -26,10 +20,8 @@ for source in "${corpus[@]}"; do
   python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m.pop("expected_catch", None); json.dump(m, open(sys.argv[2], "w"))' \
     "${source%.py}.json" "$replay/001.json"  # the sidecar's note for readers
   t0=$(date +%s)
-  timeout "${RUN_LIMIT:-150}" python3 -m orchestrator.cli optimize --kernel examples/vector_add/kernel.py \
-    --harness examples/vector_add/harness.py --cases tests/cheats/gpu_cases/vector_add.json --target "$target" \
-    --output-dir "$OUT/cheat-$mode-$name" --no-commit-winner --provider replay --replay-dir "$replay" \
-    --max-total-seconds 140 > "$OUT/cheat-$mode-$name.json" 2> "$OUT/cheat-$mode-$name.log" || true
+  RUN_LIMIT="${RUN_LIMIT:-150}" CASES=tests/cheats/gpu_cases/vector_add.json TARGET="$target" run_opt "cheat-$mode-$name" vector_add \
+    --provider replay --replay-dir "$replay" --max-total-seconds 140
   python3 - "$OUT/cheat-$mode-$name.json" "$name" "$mode" "$(( $(date +%s) - t0 ))" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 path, name, mode, wall = sys.argv[1:5]

@@ -8,33 +8,22 @@
 source "$(dirname "$0")/common.sh"
 mode=${1:-smoke}
 gpu_facts | tee "$OUT/gpu.txt"
-judged_target() {  # EXAMPLE -> a copy of its h200 target.json asking for the judge
-  local path="/tmp/judged-targets/$1.json"
-  mkdir -p /tmp/judged-targets
-  python3 - "examples/$1/h200/target.json" "$path" <<'PY'
-import json, sys
-target = json.load(open(sys.argv[1]))
-target["verdict_process"] = "judge"
-json.dump(target, open(sys.argv[2], "w"), indent=2)
-PY
-  echo "$path"
-}
 verdicts() {  # NAME: where the verdicts were computed, and anything the judge refused or caught
   grep -E "verdict process|status=cheat|replay|record" "$OUT/$1.log" | cut -c1-300 | head -6 | tee -a "$OUT/summary.txt" || true
 }
 case "$mode" in
   smoke)
-    TARGET=$(judged_target vector_add) run_validate vector_add judged
+    TARGET=$(verdict_target vector_add judge) run_validate vector_add judged
     verdicts validate-vector_add-judged
     for example in vector_add softmax; do
-      TARGET=$(judged_target $example) RUN_LIMIT=240 run_opt "${example}_judged" $example --provider replay \
+      TARGET=$(verdict_target $example judge) RUN_LIMIT=240 run_opt "${example}_judged" $example --provider replay \
         --replay-dir "examples/$example/candidates" --max-rounds 3
       verdicts "${example}_judged"
     done
     ;;
   table)
     for example in vector_add softmax; do
-      TARGET=$(judged_target $example) run_opt "${example}_judged" $example --provider replay \
+      TARGET=$(verdict_target $example judge) run_opt "${example}_judged" $example --provider replay \
         --replay-dir "examples/$example/candidates" --max-rounds 3
       verdicts "${example}_judged"
       run_opt "${example}_candidate" $example --provider replay --replay-dir "examples/$example/candidates" \
