@@ -36,7 +36,6 @@ class CandidateLoop:
         self.entry: Any = None
         self.layout: SlotLayout | None = None
         self.slot_views: list[tuple[list[Any], list[Any]]] = []
-        self.cuda_ready = False
         self.kernels: dict[str, Any] = {}  # compiled kernels seen in records, by hash
 
     def serve(self) -> int:
@@ -116,9 +115,7 @@ class CandidateLoop:
         if self.layout is None or self.entry is None:
             return {"kind": "raised", "nonce": nonce,
                     "failure": failure_event(None, "verify", RuntimeError("record before build and layout"))}
-        if not self.cuda_ready:
-            activate_triton_cuda()
-            self.cuda_ready = True
+        activate_triton_cuda()  # once it has run, a check and a return
         inputs, outputs = self.slot_views[int(message["slot"])]
         on_gpu = [tensor.to("cuda") for tensor in inputs]
         written = [torch.empty(o.shape, dtype=o.dtype, device="cuda") for o in outputs] \
