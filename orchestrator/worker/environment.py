@@ -87,8 +87,10 @@ def build_worker_environment(
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
         "PYTHONUNBUFFERED": "1",
-        # torch.cuda.is_available() through NVML, not the CUDA runtime: a GPU judge forks its candidate's
-        # process after that check, and a process that has initialised CUDA cannot fork one that uses it
+        # torch.cuda.is_available() through NVML, not the CUDA runtime, where NVML can start (isolation off): a
+        # GPU judge forks its candidate's process after that check, and a process that has initialised CUDA
+        # cannot fork one that uses it. Inside the sandbox NVML cannot start and torch falls back to the
+        # runtime; both judged processes then set Triton's driver themselves (harness_kit.device).
         "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
     })
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
