@@ -47,8 +47,8 @@ class Target(StrictModel):
     main_scope: str | None = None
     # Where verdicts are computed for a harness that declares JUDGE: "judge" (a process the candidate cannot
     # reach: per-call on the CPU interpreter, record and replay on a GPU), "candidate" (the harness's own
-    # verify/benchmark in the candidate's process). "auto" is the judge on the CPU interpreter and, on a GPU,
-    # the candidate's process until record and replay has been measured on the H200 (docs/security.md).
+    # verify/benchmark in the candidate's process). "auto" is the judge, except when the untouched kernel fails
+    # under it and passes in its own process: then the run says so and stays there (run/verdict_fallback.py).
     verdict_process: Literal["auto", "judge", "candidate"] = "auto"
     # Accepted so bundles written for other tools load; recorded, not interpreted.
     optimization_skills: list[str] = Field(default_factory=list)

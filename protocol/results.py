@@ -78,6 +78,8 @@ class WorkerRecord(StrictModel):
     leftover_processes_killed: int = 0
     pid_namespace: PidNamespace | None = None  # the worker's own PID namespace, when the processes layer is on
     verdict_process: str | None = None  # "judge" (verdicts outside the candidate's process) or "candidate"
+    # set on a baseline run in the candidate's process because the judge could not take the untouched kernel
+    verdict_fallback: str = ""
 
 
 class Evaluation(StrictModel):
@@ -192,6 +194,9 @@ class RunReport(StrictModel):
     stopping_detail: str = ""  # one sentence a person can act on: what ran out or failed, and what to change
     commit: str
     output_dir: str
+    # where verify and benchmark ran ("judge" or "candidate"), and why not the judge when `auto` asked for it
+    verdict_process: str | None = None
+    verdict_fallback: str = ""
 
 
 class RunResult(StrictModel):

@@ -260,9 +260,9 @@ RELAYED_CATEGORIES = ("exception", "resource_limit", "sandbox_violation", "build
 def _start_judge(harness: ModuleType, target: dict[str, Any], kernel_path: str, writable: list[str] | None, *,
                  own_pid_namespace: bool) -> Judge | None:
     """A judge and its forked candidate process when the harness declares `JUDGE` and the target's
-    `verdict_process` allows: on the CPU (the Triton interpreter) it calls the candidate per sample, on a GPU
-    (target `verdict_process: "judge"`) it replays the candidate's recorded launches. None keeps the harness's
-    own verify/benchmark in this process."""
+    `verdict_process` is not `candidate`: on the CPU (the Triton interpreter) it calls the candidate per sample,
+    on a GPU it replays the candidate's recorded launches. None keeps the harness's own verify/benchmark in
+    this process (the orchestrator asks for that when the untouched kernel cannot be judged)."""
     from sandbox_worker.harness_kit.entry_point import JudgedEntry, device_for
     from sandbox_worker.judged.gpu_judge import GpuJudge
 
@@ -272,9 +272,9 @@ def _start_judge(harness: ModuleType, target: dict[str, Any], kernel_path: str, 
         return None
     if device_for(target) == "cpu":
         return Judge.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace)
-    if choice != "judge":  # on a GPU the judge is asked for by the target until it is the measured default
-        return None
-    return GpuJudge.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace)
+    run_case = getattr(harness, "run_case", None)
+    return GpuJudge.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace,
+                          ncu_harness_path=getattr(harness, "__file__", None) if callable(run_case) else None)
 
 
 def _relayed_failure(command_id: int, phase: str, failure: dict[str, Any]) -> dict[str, Any]:

@@ -42,12 +42,14 @@ from orchestrator.preflight.checks import (
     check_profile,
     check_stability,
     check_verify,
+    passed_check,
     skipped_check,
 )
 from orchestrator.preflight.lock_report import build_lock, report_lines, write_lock
 from orchestrator.preflight.negative_variants import NegativeVariantError, incorrect_variant, invalid_variant
 from orchestrator.run.config import RunConfig
 from orchestrator.run.ledger.live_log import LiveLog, quote
+from orchestrator.run.verdict_fallback import fallback_reason, in_candidate_process, may_fall_back
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import become_subreaper
@@ -93,6 +95,7 @@ class Preflight:
     parent_env: dict[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: "validate-" + uuid.uuid4().hex[:8])
     bundle: FrozenBundle | None = None
+    verdict_fallback: str = ""  # why workers run verdicts in the candidate's process (run/verdict_fallback.py)
 
     def freeze(self) -> FrozenBundle:
         self.bundle = freeze_bundle(self.inputs, self.work_root)
@@ -128,7 +131,8 @@ class Preflight:
                                 phase_seconds=self.settings.phase_seconds)
         plan = EvaluationPlan(
             label=f"validate-{tag}", experiment_id=tag, run_id=self.run_id, kernel_path=kernel_path,
-            harness_path=self.bundle.harness_path, target=self.inputs.target, cases=self.inputs.cases,
+            harness_path=self.bundle.harness_path, cases=self.inputs.cases,
+            target=in_candidate_process(self.inputs.target) if self.verdict_fallback else self.inputs.target,
             repetitions=self.settings.repetitions, work_dir=work_dir, log_path=self.work_root / f"worker-{tag}.log",
             deadline=trio.current_time() + self.settings.phase_seconds, phase_seconds=self.settings.phase_seconds,
             isolation=isolation, worker_python=self.settings.worker_python, benchmark=benchmark,
@@ -170,7 +174,16 @@ class Preflight:
         untouched = self.write_kernel("untouched", self.inputs.kernel_source)
         profile = self.settings.profile and "profile" in self.inputs.harness_functions
         first = await self.evaluate("untouched-1", untouched, benchmark=True, profile=profile)
-        checks = [check_build(first), check_verify(first, self.inputs.cases)]
+        fallback_check: list[CheckResult] = []
+        if may_fall_back(self.inputs.target, first):  # as optimize's baseline does, said as a check of its own
+            self.verdict_fallback = fallback_reason(first)
+            self.log.event(f"validate verdict_fallback=candidate reason={quote(self.verdict_fallback, 700)}")
+            first = await self.evaluate("untouched-1-candidate-process", untouched, benchmark=True, profile=profile)
+            if first.status is EvaluationStatus.OK:
+                fallback_check = [passed_check("verdict_process", self.verdict_fallback, judged=False)]
+            else:
+                self.verdict_fallback = ""
+        checks = [check_build(first), check_verify(first, self.inputs.cases), *fallback_check]
         stability: list[CaseStability] = []
         if first.status is EvaluationStatus.OK:
             evaluations = [first]
@@ -184,7 +197,7 @@ class Preflight:
                                         "not measured: the untouched kernel failed before benchmarking"))
         checks.append(check_profile(first, self.inputs.target, self.inputs.harness_functions, self.settings.profile))
         if checks[1].status == "passed":
-            checks += await self.negatives()
+            checks += await self.negatives()  # where the stable workers ran: judged, or as the fallback said
         else:
             why = "not run: the untouched kernel already fails build or verify, so a rejection would prove nothing"
             checks += [skipped_check(name, why) for name in ("negative_invalid_source", "negative_incorrect_output")]

@@ -20,11 +20,12 @@ from orchestrator.run.ledger.artifacts import RunArtifacts
 from orchestrator.run.ledger.evaluations import FinishedEvaluation, write_finished
 from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.state import RunAborted, RunState, add_run_medians
+from orchestrator.run.verdict_fallback import in_candidate_process
 from orchestrator.source_digest import normalized_digest, raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import end_leftovers
-from protocol.bundle import Case
+from protocol.bundle import Case, Target
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.profile import ProfileRequest, resolve_native_profiler
 from protocol.results import Evaluation
@@ -110,7 +111,7 @@ class Evaluator:
             profile_dir.mkdir(parents=True, exist_ok=True)
         plan = EvaluationPlan(
             label=role.value, experiment_id=experiment_id, run_id=state.run_id, kernel_path=kernel_path,
-            harness_path=self.bundle.harness_path, target=self.inputs.target, cases=self.inputs.cases,
+            harness_path=self.bundle.harness_path, target=self.worker_target(state), cases=self.inputs.cases,
             repetitions=budget.benchmark_repetitions, work_dir=work_dir,
             log_path=experiment_dir / ("worker.log" if role.names_the_experiment_log else f"worker-{tag}.log"),
             deadline=min(deadline, trio.current_time() + budget.max_candidate_seconds),
@@ -143,6 +144,11 @@ class Evaluator:
         self.check_bundle(state)
         self.check_device(state, evaluation)
         return evaluation
+
+    def worker_target(self, state: RunState) -> Target:
+        """The target as workers get it: the bundle's, or with verdicts in the candidate's process when the
+        judge could not take the untouched kernel (run/verdict_fallback.py)."""
+        return in_candidate_process(self.inputs.target) if state.verdict_fallback else self.inputs.target
 
     def check_device(self, state: RunState, evaluation: Evaluation) -> None:
         """A run measures on one device: a worker that reports another (a resumed run moved to another

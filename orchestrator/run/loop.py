@@ -27,14 +27,14 @@ from orchestrator.providers.base import (
     ProposalError,
     ProviderExhausted,
 )
-from orchestrator.run import profile_step
+from orchestrator.run import profile_step, verdict_fallback
 from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.config import RunConfig
 from orchestrator.run.evaluator import Evaluator
 from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
-from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.run.ledger.live_log import LiveLog, quote
 from orchestrator.run.ledger.manifest import run_manifest
 from orchestrator.run.resume.providers import resume_provider
 from orchestrator.run.resume.rebuild import Resumption, choose_incumbents, incumbent_of
@@ -107,6 +107,7 @@ class OptimizationRun:
             self.reopen(state, self.resume)
         recorded_baseline = self.resume.record("baseline") if self.resume else None
         baseline = recorded_baseline.evaluations[0] if recorded_baseline else await self.run_baseline(state)
+        state.verdict_fallback = baseline.worker.verdict_fallback  # a resumed run stays where its baseline ran
         incumbent = Incumbent("baseline", self.inputs.kernel_source,
                               self.artifacts.root / "experiments/baseline/kernel.py", baseline)
         loop_deadline = state.deadline - revalidation_reserve(budget.max_total_seconds, baseline.worker.wall_seconds)
@@ -201,9 +202,16 @@ class OptimizationRun:
         source_path = self.artifacts.write_source("baseline", self.inputs.kernel_source)
         state.written_sources[str(source_path)] = raw_digest(self.inputs.kernel_source)
         self.log.event(f"baseline status=evaluating source={str(source_path)!r}")
-        evaluation = await self.evaluator.evaluate(state, role=Role.BASELINE, experiment_id="baseline",
-                                                   kernel_path=source_path, tag="baseline", deadline=state.deadline,
-                                                   profile_level="deep", profile_reason="baseline")
+        evaluation = await self.evaluate_baseline(state, source_path, "baseline")
+        if verdict_fallback.may_fall_back(self.inputs.target, evaluation):
+            reason = verdict_fallback.fallback_reason(evaluation)
+            self.log.event(f"baseline verdict_fallback=candidate reason={quote(reason, 700)}")
+            state.verdict_fallback = reason
+            evaluation = await self.evaluate_baseline(state, source_path, "baseline-candidate-process")
+            if evaluation.status is EvaluationStatus.OK:
+                evaluation.worker.verdict_fallback = reason
+            else:
+                state.verdict_fallback = ""  # it fails in the candidate's process too: the kernel's own failure
         record = ExperimentRecord(experiment_id="baseline", source_sha256=raw_digest(self.inputs.kernel_source),
                                   normalized_sha256=normalized_digest(self.inputs.kernel_source),
                                   source_path=str(source_path), evaluations=[evaluation],
@@ -222,10 +230,16 @@ class OptimizationRun:
             raise RunAborted(ExitCode.ERROR, message, StoppingReason.BASELINE_FAILED)
         state.device = evaluation.worker.device
         state.worker_isolation = dict(evaluation.worker.isolation)
-        self.log.event(reporting.verdict_line(evaluation.worker.verdict_process))
+        self.log.event(reporting.verdict_line(evaluation.worker.verdict_process, state.verdict_fallback))
         self.write_manifest(state)
         await profile_step.diagnostic_instrumentation(self.evaluator, state, "baseline", source_path, state.deadline)
         return evaluation
+
+    async def evaluate_baseline(self, state: RunState, source_path: Path, tag: str) -> Evaluation:
+        assert self.evaluator is not None
+        return await self.evaluator.evaluate(state, role=Role.BASELINE, experiment_id="baseline",
+                                             kernel_path=source_path, tag=tag, deadline=state.deadline,
+                                             profile_level="deep", profile_reason="baseline")
 
     async def run_rounds(self, state: RunState, incumbent: Incumbent, baseline: Evaluation,
                          deadline: float) -> Incumbent:

@@ -7,7 +7,8 @@ the launches on the judge's own CUDA inputs (drawn again from the same salts) an
 poisoned first. The outputs are compared with the reference here; the two records must be the same (the
 launches may not depend on the data), and the outputs must follow the inputs. Benchmark times the replay
 with the timing kit (events with an L2 flush, or CUDA graphs under ~20 µs), rotating over input sets drawn
-fresh for it and checking every set afterwards. Profiles run Proton over the same replay. The candidate's
+fresh for it and checking every set afterwards. Profiles run Proton over the same replay (and ncu over the
+candidate's own launch in a sandboxed child, as evidence that can only veto). The candidate's
 Python never runs in this process, and its process is stopped (SIGSTOP) whenever the judge is measuring.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sandbox_worker.harness_kit import checks, timing
@@ -69,11 +71,13 @@ class GpuJudge(Judge):
     library: KernelLibrary = field(default_factory=KernelLibrary)
     plans: dict[str, ReplayPlan] = field(default_factory=dict)
     recorded_slot: int = 0
+    # the harness file for ncu's replay child (it defines `run_case`); None: the harness has no run_case
+    ncu_harness_path: str | None = None
     records_launches = True
 
     @classmethod
     def start(cls, spec: Any, target: dict[str, Any], kernel_path: str, *, writable_dirs: list[str] | None,
-              own_pid_namespace: bool) -> GpuJudge:
+              own_pid_namespace: bool, ncu_harness_path: str | None = None) -> GpuJudge:
         import torch
 
         if torch.cuda.is_initialized():
@@ -87,7 +91,7 @@ class GpuJudge(Judge):
         process = CandidateProcess.fork(writable_dirs, own_pid_namespace)
         activate_triton_cuda()  # after the fork: the candidate process initialises CUDA on its own
         return cls(spec=spec, target=target, kernel_path=kernel_path, writable_dirs=writable_dirs,
-                   process=process, device=device_for(target))
+                   process=process, device=device_for(target), ncu_harness_path=ncu_harness_path)
 
     def for_variant(self, kernel_path: str) -> GpuJudge:
         """Never: a candidate process must be forked before the judge initialises CUDA, so a GPU worker
@@ -241,10 +245,24 @@ class GpuJudge(Judge):
         plan = self._plan_for(case)
         bound = plan.bind(self._draw(case, PROFILE_SALT).replay_tensors)
         result = profile_with_kit(bound, request=request, case=case, kernel_name=self.spec.kernel_name,
-                                  main_scope=self.target.get("main_scope") or self.spec.kernel_name, ncu_replay=None)
-        result["diagnostics"].append("judged mode: Proton timed the judge's replay of the recorded launches; "
-                                     "ncu does not profile replays yet")
+                                  main_scope=self.target.get("main_scope") or self.spec.kernel_name,
+                                  ncu_replay=self._ncu_replay())
+        result["diagnostics"].append(
+            "judged mode: Proton timed the judge's replay of the recorded launches; ncu profiled the candidate's "
+            "own launch in a sandboxed child (its figures are evidence and can only veto, never promote)"
+            if self.ncu_harness_path else
+            "judged mode: Proton timed the judge's replay; ncu needs the harness to define run_case")
         return result
+
+    def _ncu_replay(self) -> dict[str, Any] | None:
+        """How ncu's child rebuilds and launches the candidate. It runs the candidate's Python (a child of this
+        sandboxed worker, every layer inherited), so nothing it reports can make a candidate faster: the
+        benchmark verdict is the judge's replay, and ncu's numbers only ever veto."""
+        if self.ncu_harness_path is None:
+            return None
+        source = Path(self.kernel_path).read_text(encoding="utf-8")
+        return {"harness_path": self.ncu_harness_path, "kernel_source": source, "target": self.target,
+                "entry": "run_case"}
 
 
 def _is_tensor(value: Any) -> bool:

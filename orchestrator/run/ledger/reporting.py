@@ -96,15 +96,17 @@ def profile_status(evaluation: Evaluation) -> str:
     return f"profiles_unavailable={quote(f'{counts}: ' + '; '.join(reasons), 600)}"
 
 
-def verdict_line(verdict_process: str | None) -> str:
+def verdict_line(verdict_process: str | None, fallback: str = "") -> str:
     """Where verify and benchmark run (docs/security.md): said once per run, after the baseline."""
     if verdict_process == "judge":
         return ("verdict process=judge reason='verify and benchmark run in the worker; each candidate runs in a "
                 "forked process of its own, stopped outside its calls (on a GPU the worker replays the "
                 "launches the candidate recorded)'")
-    return ("verdict process=candidate reason='the harness calls the candidate in its own process (a GPU target, "
-            "or a harness without JUDGE): a hostile candidate can reach the checks and the clock; for untrusted "
-            "generators on a GPU set \"verdict_process\": \"judge\" in target.json (docs/security.md)'")
+    if fallback:
+        return f"verdict process=candidate reason={quote(fallback, 700)}"
+    return ("verdict process=candidate reason='the harness calls the candidate in its own process (a harness "
+            "without JUDGE, or \"verdict_process\": \"candidate\" in target.json): a hostile candidate can reach "
+            "the checks and the clock; for untrusted generators declare JUDGE in the harness (docs/harness.md)'")
 
 
 def evaluation_line(experiment_id: str, role: str, evaluation: Evaluation) -> str:
@@ -224,7 +226,9 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
     report = RunReport(workload=workload, device=baseline.worker.device, backend=inputs.target.backend,
                        architecture=inputs.target.architecture, aggregate_speedup=aggregate,
                        winner_experiment_id=winner_id, stopping_reason=stopping_reason,
-                       stopping_detail=stopping_detail, commit=commit_summary, output_dir=str(output_dir))
+                       stopping_detail=stopping_detail, commit=commit_summary, output_dir=str(output_dir),
+                       verdict_process=baseline.worker.verdict_process,
+                       verdict_fallback=baseline.worker.verdict_fallback)
     return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
                      stopping_detail=stopping_detail, winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
                      final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,

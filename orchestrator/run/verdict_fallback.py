@@ -1,0 +1,37 @@
+"""Where verdicts are computed when the judge cannot take the untouched kernel.
+
+`verdict_process: "auto"` asks for the judge (docs/security.md): per call on the CPU interpreter, record and
+replay on a GPU. A kernel whose untouched version the judge cannot verify (a wrapper doing torch work on the
+GPU, a harness that initialises CUDA at import, cases larger than the shared arena) would otherwise stop the
+run. Instead the baseline is evaluated once more with the harness's own functions in the candidate's
+process; when that passes, the whole run stays there, said in the live log and both result files. Only the
+untouched kernel decides this: a candidate that the judge cannot take is rejected, never moved.
+"""
+
+from __future__ import annotations
+
+from orchestrator.text import one_line
+from protocol.bundle import Target
+from protocol.results import Evaluation, EvaluationStatus
+
+CANDIDATE_PROCESS = "candidate"
+
+
+def may_fall_back(target: Target, judged_baseline: Evaluation) -> bool:
+    """True when `auto` put the untouched kernel in front of the judge and it did not pass there. A worker
+    that ran the harness's own functions anyway (no `JUDGE` in the harness) says `candidate` and has nothing
+    to fall back to; a worker that failed before `ready` (CUDA initialised at import) says nothing."""
+    return (target.verdict_process == "auto" and judged_baseline.status is not EvaluationStatus.OK
+            and judged_baseline.worker.verdict_process != CANDIDATE_PROCESS)
+
+
+def in_candidate_process(target: Target) -> Target:
+    return target.model_copy(update={"verdict_process": CANDIDATE_PROCESS})
+
+
+def fallback_reason(judged_baseline: Evaluation) -> str:
+    """The sentence for the live log and result.json: what the judge said, what it means, what to change."""
+    return (f"the judge could not take the untouched kernel ({judged_baseline.status.value}: "
+            f"{one_line(judged_baseline.reason, 300)}); verify and benchmark run in the candidate's process for this "
+            "run, where a dishonest candidate can reach the timer: make the wrapper judgeable (docs/harness.md, "
+            "\"verdict_process\") or set \"verdict_process\": \"candidate\" in target.json to choose this knowingly")

@@ -1,0 +1,28 @@
+"""Element-wise vector addition: the tlx-agent quick-start kernel.
+
+`BLOCK_SIZE` is deliberately small (untuned) so there is something to find.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_SIZE = 64
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def vector_add(x: torch.Tensor, y: torch.Tensor, options: dict) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n_elements = out.numel()
+    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    add_kernel[grid](x, y, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)
+    return out
