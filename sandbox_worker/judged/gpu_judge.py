@@ -46,12 +46,13 @@ class CudaAlreadyInitialized(Exception):
 
 @dataclass
 class GpuCall:
-    """One call as the judge holds it: CUDA arguments (and, for an entry that writes into output arguments,
-    the output tensors passed after them), host copies, the reference outputs on the host, private copies."""
+    """One call as the judge holds it, all on the judge's GPU: the arguments (and, for an entry that writes into
+    output arguments, the output tensors passed after them), the reference outputs, private copies of the
+    inputs. Nothing is kept on the host: checks compare on the GPU, and only a recorded call's inputs cross
+    to the candidate (through the slot)."""
 
-    arguments: tuple[Any, ...]  # on the GPU, contiguous
-    host_arguments: tuple[Any, ...]
-    expected: tuple[Any, ...]  # on the host
+    arguments: tuple[Any, ...]  # contiguous
+    expected: tuple[Any, ...]
     snapshot: tuple[Any, ...]  # private copies of the CUDA tensor inputs
     out_arguments: tuple[Any, ...] = ()  # outputs_are_arguments: where the entry writes
 
@@ -119,7 +120,7 @@ class GpuJudge(Judge):
                                                "the wrapper does work between launches that replay cannot repeat)")
                 return verdict
             structures.append(recording.structure())
-            trials.append((call.expected, tuple(o.detach().cpu() for o in outputs)))
+            trials.append((call.expected, tuple(o.detach().clone() for o in outputs)))
             verdicts.append(verdict)
             self.plans[str(case.get("case_id"))] = plan
         if structures[0] != structures[1]:
@@ -133,24 +134,22 @@ class GpuJudge(Judge):
         raw = tuple(self.spec.make_inputs(case, self.device, salt))
         arguments = tuple(a.contiguous() if _is_tensor(a) else a for a in raw)
         expected = self.spec.reference(*checks.clone_args(arguments))
-        expected = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
-        host = tuple(a.detach().cpu() if _is_tensor(a) else a for a in arguments)
+        expected = tuple(e.detach() for e in (expected if isinstance(expected, (tuple, list)) else (expected,)))
         out_arguments = tuple(e.new_empty(e.shape) for e in expected) if self.spec.outputs_are_arguments else ()
-        return GpuCall(arguments=arguments, host_arguments=host,
-                       expected=tuple(e.detach().cpu() for e in expected),
+        return GpuCall(arguments=arguments, expected=expected,
                        snapshot=tuple(a.clone() for a in arguments if _is_tensor(a)), out_arguments=out_arguments)
 
     def _record(self, call: GpuCall) -> tuple[Recording, Any]:
         """The candidate records its entry on this call's inputs (copied through the slot); kernels it names
         that the judge has not loaded are fetched and loaded."""
-        layout = plan_layout(call.host_arguments, call.expected, outputs_are_arguments=self.spec.outputs_are_arguments)
+        layout = plan_layout(call.arguments, call.expected, outputs_are_arguments=self.spec.outputs_are_arguments)
         if layout != self.layout:
             self._map(layout)
         slot = self.next_slot
         self.next_slot = (slot + 1) % SLOTS
         inputs, outputs = self.slot_views[slot]
-        for view, argument in zip(inputs, (a for a in call.host_arguments if _is_tensor(a)), strict=True):
-            view.copy_(argument)
+        for view, argument in zip(inputs, call.tensors, strict=True):
+            view.copy_(argument)  # device to the shared host slot
         checks.poison_(outputs)
         self.recorded_slot = slot
         reply = self._request({"kind": "record", "slot": slot}, ("recorded", "raised"))[0]
@@ -182,16 +181,15 @@ class GpuJudge(Judge):
             problem = returned_problem(described, call.expected, self.spec.compare, device="cuda")
             if problem is not None:
                 return checks.verdict(False, problem)
-        result = compare_to_reference(self.spec, tuple(o.detach().cpu() for o in outputs), call.expected,
-                                      call.host_arguments)
+        result = compare_to_reference(self.spec, tuple(o.detach() for o in outputs), call.expected, call.arguments)
         if self.spec.compare.get("allow_input_mutation"):
             return result
         return checks.merge_verdicts([result, checks.inputs_unchanged(call.tensors, call.snapshot)])
 
     def _own_outputs_problem(self, call: GpuCall) -> str | None:
         """Whether the candidate's own recorded call (its outputs, copied to the slot) was wrong; None if right."""
-        result = compare_to_reference(self.spec, self._read_outputs(self.recorded_slot), call.expected,
-                                      call.host_arguments)
+        own = tuple(o.to(self.device) for o in self._read_outputs(self.recorded_slot))
+        result = compare_to_reference(self.spec, own, call.expected, call.arguments)
         return None if result["passed"] else result["diagnostics"]
 
     # ---- benchmark -------------------------------------------------------------------------------------

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Issue 12 on the H200: the GPU-only dishonest candidates (tests/cheats/gpu_candidates/vector_add, and the CPU
 # corpus's protocol takeover, which won 12.3x on the H200 before the judge) each run
-# through the real CLI at default promotion settings, with the verdict in the judge (MODE=judge, default) or in
-# the candidate's process (MODE=candidate), on two cases: n16M (timed with events) and a ragged 262147
+# through the real CLI at default promotion settings and the example's own target (MODE=auto, the default: the
+# judge), or with the verdict in the candidate's process (MODE=candidate), on two cases: n16M (timed with events) and a ragged 262147
 # (short enough for CUDA graphs). One line per candidate: promoted or not, and what stopped it.
-#   Usage on the device host: [MODE=judge|candidate] [ONLY="a b"] bash scripts/gpu/h200_cheats.sh
+#   Usage on the device host: [MODE=auto|judge|candidate] [ONLY="a b"] bash scripts/gpu/h200_cheats.sh
 #   (ONLY: file names without .py, e.g. "side_stream protocol_takeover_environ_fd")
 source "$(dirname "$0")/common.sh"
-mode=${MODE:-judge}
+mode=${MODE:-auto}
 gpu_facts | tee "$OUT/gpu.txt"
 target=$(verdict_target vector_add "$mode")
 corpus=(tests/cheats/gpu_candidates/vector_add/*.py tests/cheats/candidates/vector_add/protocol_takeover_environ_fd.py)
