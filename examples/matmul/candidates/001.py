@@ -14,12 +14,12 @@ import torch
 import triton
 import triton.language as tl
 
-BLOCK_M = 128
+BLOCK_M = 64
 BLOCK_N = 128
-BLOCK_K = 64
-GROUP_M = 8
-NUM_WARPS = 4
-NUM_STAGES = 3
+BLOCK_K = 32
+GROUP_M = 1
+NUM_WARPS = 2
+NUM_STAGES = 1
 
 
 @triton.jit

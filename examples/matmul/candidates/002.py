@@ -15,11 +15,11 @@ import triton
 import triton.language as tl
 
 BLOCK_M = 128
-BLOCK_N = 256
+BLOCK_N = 128
 BLOCK_K = 64
 GROUP_M = 8
-NUM_WARPS = 8
-NUM_STAGES = 4
+NUM_WARPS = 4
+NUM_STAGES = 3
 
 
 @triton.jit
