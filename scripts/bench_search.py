@@ -6,6 +6,11 @@
     python scripts/bench_search.py runs OUT_DIR...
         per tuner run: the revalidated winner's speedup, candidates, screened configurations and configurations
         screened per minute of screening worker time (from result.json and screening.jsonl)
+    python scripts/bench_search.py compare --example softmax --run TUNE_OUT --out DIR [tuner_study options]
+        the tuner's revalidated winner (a finished `optimize --provider tune` run in TUNE_OUT) against the
+        exhaustive grid of the same knobs and against `@triton.autotune` over the same configurations, all
+        three measured in one process by scripts/tuner_study.py on the example's first h200 case; one row
+        with the tuner's wall time and the autotuner's tuning time
 
 Start-to-ready is what run_evaluation waits for before the first command: spawn, `hello`, `setup` with every
 isolation layer (standard mode), the harness import, `ready` (which names the device, so CUDA is initialised
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -121,6 +127,41 @@ def runs_main(args: argparse.Namespace) -> None:
               f"{len(screened):>8} {rate:>7.1f} {result['wall_seconds']:>7.0f}")
 
 
+def compare_main(args: argparse.Namespace, study_options: list[str]) -> None:
+    run = Path(args.run)
+    result = json.loads((run / "result.json").read_text())
+    command = [sys.executable, str(ROOT / "scripts" / "tuner_study.py"), "--example", args.example,
+               "--tuned", str(run / "best_kernel.py"), "--autotune", "--out", args.out, *study_options]
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / f"compare-{args.example}.log").write_text(completed.stdout + completed.stderr)
+    if completed.returncode != 0 or not completed.stdout.strip():
+        raise SystemExit(f"tuner_study failed (exit {completed.returncode}): {completed.stderr[-2000:]}")
+    study = json.loads(completed.stdout.strip().splitlines()[-1])
+    print(compare_row(args.example, result, study))
+
+
+def compare_row(example: str, result: dict, study: dict) -> str:
+    """One line: the three speeds on the study's case (µs, lower is better) and their share of the grid's best."""
+    best = (study.get("best") or {}).get("median_us")
+    tuned, autotune = study.get("tuned_us"), study.get("autotune") or {}
+
+    def share(us: float | None) -> str:
+        return f"{best / us:.1%}" if best and us else "n/a"
+
+    def micros(us: float | None) -> str:
+        return f"{us:.2f}us" if us else "n/a"
+
+    return (f"{example} case={study['case']} baseline={micros(study.get('baseline_us'))} | "
+            f"tuner: {micros(tuned)} ({share(tuned)} of grid best; run {result['wall_seconds']:.0f} s, "
+            f"revalidated {result['report']['aggregate_speedup'] or 0:.3f}x, exit {result['exit_code']}) | "
+            f"grid best: {micros(best)} {(study.get('best') or {}).get('config')} "
+            f"({study['measured']}/{study['launchable']} launchable of {study['grid_size']} measured, "
+            f"{study['seconds']:.0f} s) | autotune: {micros(autotune.get('median_us'))} "
+            f"({share(autotune.get('median_us'))}; tuning {autotune.get('tuning_seconds') or 0:.1f} s over "
+            f"{autotune.get('configurations', 0)} configurations)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -131,8 +172,17 @@ def main() -> None:
     ready.add_argument("--count", type=int, default=20)
     runs = sub.add_parser("runs")
     runs.add_argument("out_dirs", nargs="+")
-    args = parser.parse_args()
-    (ready_main if args.command == "ready" else runs_main)(args)
+    compare = sub.add_parser("compare", help="the rest of the arguments go to scripts/tuner_study.py")
+    compare.add_argument("--example", required=True)
+    compare.add_argument("--run", required=True, help="output directory of a finished tune run")
+    compare.add_argument("--out", required=True)
+    args, rest = parser.parse_known_args()
+    if args.command == "compare":
+        compare_main(args, rest)
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    else:
+        (ready_main if args.command == "ready" else runs_main)(args)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ walked in a fixed random order under a time cap; the report says how much of it 
 `--values tile=64,128,256 warps=4,8` narrows a kind's values (the report records the grid used);
 `--compile-workers N` first compiles the grid in N parallel processes (build + verify fill the shared
 Triton cache), so the timed walk is not spent compiling (matmul configurations take seconds each).
+`--autotune` also measures, in the same process, the example under `@triton.autotune` over the same
+launchable configurations (`scripts/autotune_kernels/EXAMPLE.py`): its tuning time (build and the first
+verified call, during which Triton benchmarks every configuration) and its speed afterwards.
 
   python3 scripts/tuner_study.py --example softmax --tuned RUN/best_kernel.py --out DIR [--seconds 90]
 """
@@ -47,6 +50,8 @@ def main() -> int:
                         help="skip matmul configurations whose pipelined fp16 tiles need more shared memory "
                              "(NUM_STAGES x (BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N) x 2 bytes): they cannot launch")
     parser.add_argument("--bundle", default="h200", help="bundle dir under the example ('.' = the CPU bundle)")
+    parser.add_argument("--autotune", action="store_true",
+                        help="also measure @triton.autotune over the same configurations (scripts/autotune_kernels)")
     parser.add_argument("--warm-shard", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     grid_values = dict(GRID)
@@ -82,18 +87,25 @@ def main() -> int:
         return apply_knobs(source, {knob.key: value for knob, value in zip(knobs, values, strict=True)})
 
     def measure(text: str, *, time_it: bool = True) -> float | None:
+        return measure_timed(text, time_it=time_it)[0]
+
+    def measure_timed(text: str, *, time_it: bool = True) -> tuple[float | None, float]:
+        """The median in µs (None: did not build, verify or launch) and the seconds to a verified call."""
         context.set_command_context(seed=random.randrange(2**31), phase="verify")
+        started = time.perf_counter()
         try:
             built = harness.build(text, target)
             if not built.get("success", True):
-                return None
+                return None, time.perf_counter() - started
             artifact = built.get("artifact", built)
-            if not harness.verify(artifact, case)["passed"] or not time_it:
-                return None
+            passed = harness.verify(artifact, case)["passed"]
+            verified = time.perf_counter() - started
+            if not passed or not time_it:
+                return None, verified
             context.set_command_context(seed=random.randrange(2**31), phase="benchmark")
-            return statistics.median(harness.benchmark(artifact, case, 10)["samples_us"])
+            return statistics.median(harness.benchmark(artifact, case, 10)["samples_us"]), verified
         except Exception:  # noqa: BLE001 - an illegal configuration (resources) is just skipped
-            return None
+            return None, time.perf_counter() - started
 
     if args.warm_shard is not None:  # a compile worker: fill the Triton cache with its share of the grid
         for values in grid[args.warm_shard::args.compile_workers]:
@@ -116,17 +128,33 @@ def main() -> int:
                         "median_us": measure(configured(values))})
     valid = [r for r in results if r["median_us"]]
     best = min(valid, key=lambda r: r["median_us"]) if valid else None
+    autotuned = None
+    if args.autotune:
+        configurations = [dict(zip((k.name for k in knobs), values, strict=True)) for values in grid]
+        median, tuning = measure_timed(autotune_source(args.example, configurations))
+        autotuned = {"configurations": len(configurations), "tuning_seconds": tuning, "median_us": median,
+                     "vs_best": (best["median_us"] / median) if best and median else None}
     report = {"example": args.example, "case": case["case_id"], "knobs": [k.name for k in knobs],
               "grid": {k.name: grid_values[k.kind] for k in knobs},
               "grid_size": full_grid_size, "launchable": len(grid), "measured": len(results), "valid": len(valid),
               "compile_seconds": compiled_seconds,
               "baseline_us": baseline, "tuned_us": tuned, "best": best,
               "tuned_vs_best": (best["median_us"] / tuned) if best and tuned else None,
+              "autotune": autotuned,
               "seconds": time.time() - started}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"tuner_study_{args.example}.json").write_text(json.dumps({**report, "results": results}, indent=1))
     print(json.dumps(report))
     return 0
+
+
+def autotune_source(example: str, configurations: list[dict[str, int]]) -> str:
+    """scripts/autotune_kernels/EXAMPLE.py with its `GRID` set to `configurations`."""
+    template = (ROOT / "scripts" / "autotune_kernels" / f"{example}.py").read_text()
+    marker = "GRID: list[dict[str, int]] = []"
+    if marker not in template:
+        raise SystemExit(f"scripts/autotune_kernels/{example}.py has no `{marker}` line to fill")
+    return template.replace(marker, f"GRID: list[dict[str, int]] = {json.dumps(configurations)}", 1)
 
 
 if __name__ == "__main__":

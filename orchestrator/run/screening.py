@@ -28,6 +28,7 @@ from orchestrator.compile_ahead.feasibility import Feasibility
 from orchestrator.compile_ahead.store import InfeasibleStore
 from orchestrator.compile_ahead.variants import VariantCheck, VariantJob, check_variants
 from orchestrator.run import screening_ahead
+from orchestrator.run.verdict_fallback import screening_target
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from protocol.results import EvaluationStatus
 from protocol.roles import Role
@@ -138,7 +139,8 @@ class Screener:
                                 seed=secrets.randbelow(2**31), budget_seconds=seconds - START_AND_SHUTDOWN_SECONDS)
         plan = EvaluationPlan(
             label=Role.SCREENING.value, experiment_id=screen_id, run_id=self.state.run_id, kernel_path=paths[0],
-            harness_path=evaluator.bundle.harness_path, target=evaluator.worker_target(self.state), cases=evaluator.inputs.cases,
+            harness_path=evaluator.bundle.harness_path, target=screening_target(evaluator.worker_target(self.state)),
+            cases=evaluator.inputs.cases,
             repetitions=REPETITIONS, work_dir=work_dir, log_path=directory / "worker.log",
             deadline=min(self.deadline, trio.current_time() + seconds), phase_seconds=seconds,
             isolation=sandbox_for(evaluator.config.isolation, work_dir, None,

@@ -15,6 +15,7 @@ from protocol.bundle import Target
 from protocol.results import Evaluation, EvaluationStatus
 
 CANDIDATE_PROCESS = "candidate"
+GPU_BACKENDS = ("cuda", "nvidia")
 
 
 def may_fall_back(target: Target, judged_baseline: Evaluation) -> bool:
@@ -35,3 +36,11 @@ def fallback_reason(judged_baseline: Evaluation) -> str:
             f"{one_line(judged_baseline.reason, 300)}); verify and benchmark run in the candidate's process for this "
             "run, where a dishonest candidate can reach the timer: make the wrapper judgeable (docs/harness.md, "
             "\"verdict_process\") or set \"verdict_process\": \"candidate\" in target.json to choose this knowingly")
+
+
+def screening_target(target: Target) -> Target:
+    """A screening worker's target. A GPU judge cannot fork a candidate process per variant once CUDA is up,
+    so a GPU worker screens in its own process whatever the target says (screening ranks; the judged gate
+    decides): it is started without a judge that would sit idle. The CPU judge screens each variant in a
+    candidate process of its own, so CPU targets keep theirs."""
+    return in_candidate_process(target) if target.backend.lower() in GPU_BACKENDS else target

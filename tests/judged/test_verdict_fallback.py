@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.run.verdict_fallback import fallback_reason, in_candidate_process, may_fall_back
+from orchestrator.run.verdict_fallback import (
+    fallback_reason,
+    in_candidate_process,
+    may_fall_back,
+    screening_target,
+)
 from protocol.bundle import Target
 from protocol.results import Evaluation, EvaluationStatus, WorkerRecord
 from tests.conftest import run_cli
@@ -40,6 +45,12 @@ def test_the_fallback_target_and_reason_say_what_to_change():
     reason = fallback_reason(_evaluation(EvaluationStatus.INCORRECT, "judge"))
     assert reason.startswith("the judge could not take the untouched kernel (incorrect: verify raised TypeError")
     assert '"verdict_process": "candidate"' in reason
+
+
+def test_gpu_screening_workers_start_without_a_judge_and_cpu_ones_keep_it():
+    assert screening_target(TARGET).verdict_process == "candidate"  # a GPU judge screens in its own process anyway
+    interpreter = Target(backend="cpu", architecture="interpreter")
+    assert screening_target(interpreter).verdict_process == "auto"  # the CPU judge screens each variant apart
 
 
 def _optimize(out: Path, target: Path, *extra: str) -> object:

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue 13's comparison on the H200: the tuner's revalidated winner after --max-total-seconds 600 against the
+# exhaustive grid of the same knobs and @triton.autotune over the same configurations, and worker
+# start-to-ready. A 600 s run does not fit one device command (10 minutes with the install), so it runs in a
+# session of its own (setsid: it outlives the command that started it while the machine stays held) and the
+# next command, made at once, waits for it and then measures; nothing else uses the GPU meanwhile.
+#   bash scripts/gpu/h200_bench_search.sh start EXAMPLE   start the tune run, then wait up to 560 s for it
+#   bash scripts/gpu/h200_bench_search.sh finish EXAMPLE  wait for the run, then the grid + autotune study
+#   bash scripts/gpu/h200_bench_search.sh ready           start-to-ready, fork server vs fresh, median of 20
+# Everything lands in /tmp/bench (kept while the machine is held); $OUT gets summary.txt and a tarball.
+part=$1 example=${2:-}
+final_out=${OUT:-}
+export OUT=/tmp/bench
+source "$(dirname "$0")/common.sh"
+wait_for_run() {  # wait_for_run SECONDS: until the tune run's pid is gone
+  local pid_file="$OUT/tune-$example.pid" waited=0
+  [ -f "$pid_file" ] || { echo "no tune run of $example was started"; return 1; }
+  while kill -0 "$(cat "$pid_file")" 2>/dev/null && [ "$waited" -lt "$1" ]; do sleep 5; waited=$((waited + 5)); done
+  kill -0 "$(cat "$pid_file")" 2>/dev/null && { echo "tune-$example still running after ${waited}s"; return 1; }
+  echo "tune-$example finished"
+}
+case "$part" in
+  start)
+    gpu_facts | tee -a "$OUT/summary.txt"
+    setsid python3 -m orchestrator.cli optimize --kernel "examples/$example/kernel.py" \
+      --harness "examples/$example/harness.py" --cases "examples/$example/h200/cases.json" \
+      --target "examples/$example/h200/target.json" --output-dir "$OUT/tune-$example" --provider tune \
+      --max-total-seconds 600 --no-commit-winner \
+      > "$OUT/tune-$example.json" 2> "$OUT/tune-$example.log" < /dev/null &
+    echo $! > "$OUT/tune-$example.pid"
+    wait_for_run 560 || true
+    ;;
+  finish)
+    wait_for_run 580
+    summary "tune-$example" "$OUT/tune-$example.json"
+    python3 scripts/bench_search.py runs "$OUT/tune-$example" | tee -a "$OUT/summary.txt"
+    if [ "$example" = matmul ]; then
+      grid=(--seconds 240 --compile-workers 14 --budget-seconds 0.1 --skip-smem-over 227
+            --values tile=64,128,256 warps=4,8 stages=2,3,4 group=1,8)
+    else
+      grid=(--seconds 150 --compile-workers 8 --budget-seconds 0.2)
+    fi
+    python3 scripts/bench_search.py compare --example "$example" --run "$OUT/tune-$example" --out "$OUT" \
+      "${grid[@]}" | tee -a "$OUT/summary.txt"
+    ;;
+  ready)
+    python3 scripts/bench_search.py ready --bundle examples/vector_add --target examples/vector_add/h200/target.json \
+      --count 20 2>&1 | tail -8 | tee -a "$OUT/summary.txt"
+    ;;
+esac
+if [ -n "$final_out" ]; then
+  cp "$OUT/summary.txt" "$final_out/summary-$part-$example.txt" 2>/dev/null || true
+  (cd "$OUT" && tar czf "$final_out/bench-$part-$example.tgz" --exclude='*/workers/*' --exclude='*/bundle/*' \
+     --exclude='*/profile_artifacts/*' --exclude='*.ncu-rep' . ) || true
+fi

@@ -1,0 +1,38 @@
+"""scripts/tuner_study.py --autotune in the interpreter: the `@triton.autotune` versions of the examples
+(scripts/autotune_kernels/) build, verify and time through the example's own harness with the grid's
+configurations written in. One configuration per knob: Triton's autotuner does not benchmark a single
+configuration, which the interpreter could not do; the H200 runs the full grid (docs/tuner.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+ONE_CONFIGURATION = {
+    "softmax": ["block=64", "warps=1", "stages=1"],
+    "matmul": ["tile=32", "warps=2", "stages=1", "group=1"],
+}
+
+
+@pytest.mark.parametrize("example", sorted(ONE_CONFIGURATION))
+def test_the_autotuned_example_is_verified_and_timed_beside_the_grid(example, tmp_path):
+    command = [sys.executable, str(PROJECT_ROOT / "scripts" / "tuner_study.py"), "--example", example,
+               "--bundle", ".", "--values", *ONE_CONFIGURATION[example], "--seconds", "60", "--autotune",
+               "--out", str(tmp_path)]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=280, cwd=PROJECT_ROOT,
+                               env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(PROJECT_ROOT)})
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report["launchable"] == report["valid"] == 1
+    autotune = report["autotune"]
+    assert autotune["configurations"] == 1
+    assert autotune["median_us"] and autotune["median_us"] > 0  # built, verified against the reference, timed
+    assert autotune["tuning_seconds"] > 0
