@@ -50,6 +50,9 @@ class Target(StrictModel):
     # verify/benchmark in the candidate's process). "auto" is the judge, except when the untouched kernel fails
     # under it and passes in its own process: then the run says so and stays there (run/verdict_fallback.py).
     verdict_process: Literal["auto", "judge", "candidate"] = "auto"
+    # A candidate whose GPU time moves out of the `main_scope` kernel (a library call, another kernel) is
+    # vetoed (orchestrator/decision/profile_rules.py) unless this says that is intended.
+    allow_work_outside_main_scope: bool = False
     # Accepted so bundles written for other tools load; recorded, not interpreted.
     optimization_skills: list[str] = Field(default_factory=list)
     supported_experiment_kinds: list[str] = Field(default_factory=lambda: ["promotable", "human_review"])

@@ -1,4 +1,5 @@
-"""Pure profiling policy: when to deep-profile, the NCU regression veto, profile deltas.
+"""Pure profiling policy: when to deep-profile, the vetoes (NCU regression, a benchmark the kernel times do not
+back, work outside `main_scope`), profile deltas.
 
 Profiles are the per-case dicts returned by `sandbox_worker.harness_kit.profile_kit.profile_with_kit`:
 Proton figures under `profile["proton"]` (`wrapper_us`, `main_kernel_us`, `non_main_kernel_us`), NCU
@@ -15,6 +16,14 @@ from typing import Any
 NEAR_THRESHOLD_WINDOW = 0.01
 REGRESSION_THRESHOLD = 0.01
 DISAGREEMENT_TOLERANCE = 0.05
+# A benchmark speedup more than this far above the best kernel-time speedup (Proton, NCU) is not trusted:
+# honest H200 runs differ by up to ~30 % between the endpoint timer and the profilers (tiny kernels, spills),
+# the timer patches of issue 12 claimed 8x over unchanged kernels.
+UNBACKED_SPEEDUP_BOUND = 0.5
+# Kernel time outside `main_scope` a candidate may add, as a share of its GPU kernel time, before the intended
+# kernel no longer accounts for the work (a library call or another kernel doing it).
+OUTSIDE_MAIN_SCOPE_SHARE = 0.10
+OUTSIDE_MAIN_SCOPE_MIN_US = 1.0
 _EPSILON = 1e-12
 
 # (log/delta key, section, field) for the figures compared between a candidate and the incumbent.
@@ -163,6 +172,42 @@ def ncu_regression_veto(
         worse = candidate / incumbent - 1.0
         return (f"ncu duration regressed: candidate {candidate:.3f}us > incumbent {incumbent:.3f}us by "
                 f"{worse * 100:.2f}% (> {threshold * 100:g}%)")
+    return None
+
+
+def unbacked_speedup_veto(case_id: str, benchmark_speedup: float | None, kernel_speedups_by_tool: Mapping[str, float | None],
+                          bound: float = UNBACKED_SPEEDUP_BOUND) -> str | None:
+    """The veto text when the benchmark claims a speedup that no profiler's kernel times come near.
+
+    Only the direction a cheat needs: a benchmark far *faster* than the kernels. Proton's and NCU's kernel
+    times are measured by the tools, not by the harness's timer; with neither known nothing is vetoed."""
+    claimed = number(benchmark_speedup)
+    backed = [value for value in (number(v) for v in kernel_speedups_by_tool.values()) if value and value > 0]
+    if not claimed or not backed:
+        return None
+    best = max(backed)
+    if claimed > best * (1.0 + bound) + _EPSILON:
+        return (f"case {case_id}: the benchmark's speedup {claimed:.4f}x is not backed by the profilers' kernel "
+                f"times (best {best:.4f}x; allowed up to {1.0 + bound:g}x that)")
+    return None
+
+
+def outside_main_scope_veto(case_id: str, candidate_profile: Mapping[str, Any] | None,
+                            incumbent_profile: Mapping[str, Any] | None,
+                            share: float = OUTSIDE_MAIN_SCOPE_SHARE) -> str | None:
+    """The veto text when the candidate moved GPU work out of the intended kernel (`main_scope`): its Proton
+    time in other kernels grew by more than `share` of its kernel time (and at least a microsecond)."""
+    main = profile_value(candidate_profile, "proton", "main_kernel_us")
+    other = profile_value(candidate_profile, "proton", "non_main_kernel_us")
+    before = profile_value(incumbent_profile, "proton", "non_main_kernel_us")
+    if main is None or other is None or before is None:
+        return None
+    added = other - before
+    if added > max(OUTSIDE_MAIN_SCOPE_MIN_US, share * (main + other)) + _EPSILON:
+        return (f"case {case_id}: {added:.3f}us more GPU time outside main_scope (other kernels {other:.3f}us, "
+                f"incumbent {before:.3f}us, main kernel {main:.3f}us): the intended kernel does not account "
+                "for the work (a library call or another kernel); set \"allow_work_outside_main_scope\": true "
+                "in target.json if that is intended")
     return None
 
 

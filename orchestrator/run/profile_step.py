@@ -24,18 +24,25 @@ from protocol.roles import Role
 async def profile_evidence(evaluator: Evaluator, state: RunState, record: ExperimentRecord, candidate: Evaluation,
                            incumbent: Evaluation, verdict: Verdict, deadline: float) -> str | None:
     """Log Proton/NCU figures and deltas, escalate to a deep profile when the evidence calls for it,
-    and return the NCU regression veto (or None)."""
+    and return the veto (or None): an NCU regression, or on a protected case a benchmark speedup that the
+    profilers' kernel times do not back, or GPU work moved out of `main_scope` (profile_rules)."""
     cases = [c.case_id for c in evaluator.inputs.cases]
     incumbent_profiles = reporting.profiles_by_case(incumbent)
     candidate_profiles = reporting.profiles_by_case(candidate)
     kernel = profile_rules.kernel_speedups
-    disagreements = []
+    disagreements, cross_checks = [], []
+    protected = {c.case_id for c in evaluator.inputs.cases if c.protected}
     for case_id in cases:
         row = next((r for r in verdict.comparisons if r.case_id == case_id), None)
         speeds = kernel(candidate_profiles.get(case_id), incumbent_profiles.get(case_id))
         text = profile_rules.measurements_disagree(row.speedup if row else None, speeds["proton"], speeds["ncu"])
         if text:
             disagreements.append(f"{case_id}: {text}")
+        if case_id in protected:
+            cross_checks.append(profile_rules.unbacked_speedup_veto(case_id, row.speedup if row else None, speeds))
+            if not evaluator.inputs.target.allow_work_outside_main_scope and evaluator.inputs.target.main_scope:
+                cross_checks.append(profile_rules.outside_main_scope_veto(
+                    case_id, candidate_profiles.get(case_id), incumbent_profiles.get(case_id)))
     reasons = profile_rules.deep_profile_reasons(
         is_baseline=False, is_finalist=False, correct=verdict.decision.gates.get("correct", False),
         speedup=verdict.aggregate_speedup, min_speedup=evaluator.config.budget.min_speedup,
@@ -67,7 +74,7 @@ async def profile_evidence(evaluator: Evaluator, state: RunState, record: Experi
         if unchecked:
             profiles[case_id].veto_diagnostic = unchecked
     write_json(evaluator.artifacts.experiment_dir(record.experiment_id) / "profile.json", profiles)
-    return veto
+    return veto or next((text for text in cross_checks if text), None)
 
 
 async def diagnostic_instrumentation(evaluator: Evaluator, state: RunState, experiment_id: str, kernel_path: Path,
