@@ -5,6 +5,7 @@ configuration, which the interpreter could not do; the H200 runs the full grid (
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -36,3 +37,16 @@ def test_the_autotuned_example_is_verified_and_timed_beside_the_grid(example, tm
     assert autotune["configurations"] == 1
     assert autotune["median_us"] and autotune["median_us"] > 0  # built, verified against the reference, timed
     assert autotune["tuning_seconds"] > 0
+
+
+@pytest.mark.parametrize("example", sorted(ONE_CONFIGURATION))
+def test_the_autotune_version_runs_the_examples_kernel_unchanged(example):
+    """Only the launch differs: the @triton.jit function is the example's, line for line."""
+    def kernel_source(path) -> str:
+        text = path.read_text()
+        tree = ast.parse(text)
+        jitted = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.endswith("_kernel"))
+        return ast.get_source_segment(text, jitted)
+
+    template = PROJECT_ROOT / "scripts" / "autotune_kernels" / f"{example}.py"
+    assert kernel_source(template) == kernel_source(PROJECT_ROOT / "examples" / example / "kernel.py")
