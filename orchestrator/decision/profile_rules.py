@@ -175,6 +175,18 @@ def ncu_regression_veto(
     return None
 
 
+def gpu_time_speedup(candidate: Mapping[str, Any] | None, incumbent: Mapping[str, Any] | None) -> float | None:
+    """Incumbent / candidate Proton time over every kernel (main and the rest): a candidate that drops a copy
+    kernel is faster here though its main kernel is not."""
+    def total(profile: Mapping[str, Any] | None) -> float | None:
+        main = profile_value(profile, "proton", "main_kernel_us")
+        other = profile_value(profile, "proton", "non_main_kernel_us")
+        return main + (other or 0.0) if main is not None else None
+
+    mine, theirs = total(candidate), total(incumbent)
+    return theirs / mine if mine and theirs and mine > 0 and theirs > 0 else None
+
+
 def unbacked_speedup_veto(case_id: str, benchmark_speedup: float | None, kernel_speedups_by_tool: Mapping[str, float | None],
                           bound: float = UNBACKED_SPEEDUP_BOUND) -> str | None:
     """The veto text when the benchmark claims a speedup that no profiler's kernel times come near.

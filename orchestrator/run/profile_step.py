@@ -39,7 +39,9 @@ async def profile_evidence(evaluator: Evaluator, state: RunState, record: Experi
         if text:
             disagreements.append(f"{case_id}: {text}")
         if case_id in protected:
-            cross_checks.append(profile_rules.unbacked_speedup_veto(case_id, row.speedup if row else None, speeds))
+            backing = {**speeds, "proton_all_kernels": profile_rules.gpu_time_speedup(
+                candidate_profiles.get(case_id), incumbent_profiles.get(case_id))}
+            cross_checks.append(profile_rules.unbacked_speedup_veto(case_id, row.speedup if row else None, backing))
             if not evaluator.inputs.target.allow_work_outside_main_scope and evaluator.inputs.target.main_scope:
                 cross_checks.append(profile_rules.outside_main_scope_veto(
                     case_id, candidate_profiles.get(case_id), incumbent_profiles.get(case_id)))

@@ -4,6 +4,7 @@ out of `main_scope`. Figures from H200 runs (docs/data/h200-judge-default-2026-1
 from __future__ import annotations
 
 from orchestrator.decision.profile_rules import (
+    gpu_time_speedup,
     kernel_speedups,
     outside_main_scope_veto,
     unbacked_speedup_veto,
@@ -31,6 +32,15 @@ def test_a_timer_patch_over_an_unchanged_kernel_is_vetoed():
     text = unbacked_speedup_veto("n16M", 8.07, speeds)
     assert text is not None and text.startswith("case n16M: the benchmark's speedup 8.0700x is not backed")
     assert "best 1.0" in text
+
+
+def test_dropping_a_copy_kernel_is_backed_by_the_time_over_all_kernels():
+    # the main kernel is unchanged; the incumbent's extra 100 us copy kernel is gone: 2x, honestly
+    candidate, incumbent = _profile(100.0, ncu_us=100.0), _profile(100.0, other_us=100.0, ncu_us=100.0)
+    main_only = kernel_speedups(candidate, incumbent)
+    assert unbacked_speedup_veto("n16M", 1.98, main_only) is not None  # main-kernel times alone would veto it
+    backing = {**main_only, "proton_all_kernels": gpu_time_speedup(candidate, incumbent)}
+    assert unbacked_speedup_veto("n16M", 1.98, backing) is None
 
 
 def test_no_kernel_times_no_cross_check():
