@@ -1,7 +1,5 @@
-"""Element-wise vector addition: the tlx-agent quick-start kernel.
-
-`BLOCK_SIZE` is deliberately small (untuned) so there is something to find.
-"""
+"""vector_add with a dict of options (unused: alpha is 1): the harness's own verify takes it, the judge's
+shared slots do not, so this untouched kernel makes the run fall back to the candidate's process."""
 
 import torch
 import triton

@@ -1,7 +1,4 @@
-"""Element-wise vector addition: the tlx-agent quick-start kernel.
-
-`BLOCK_SIZE` is deliberately small (untuned) so there is something to find.
-"""
+"""The unjudgeable vector_add with a wrong sign: rejected as incorrect in whichever process verify runs."""
 
 import torch
 import triton
