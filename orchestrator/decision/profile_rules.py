@@ -120,9 +120,15 @@ def kernel_speedups(candidate: Mapping[str, Any] | None, incumbent: Mapping[str,
     """Incumbent time / candidate time for the Proton main kernel and the NCU duration (None if unknown)."""
     speedups: dict[str, float | None] = {}
     for key, section, field in (("proton", "proton", "main_kernel_us"), ("ncu", "ncu", "duration_us")):
-        mine, theirs = profile_value(candidate, section, field), profile_value(incumbent, section, field)
-        speedups[key] = theirs / mine if mine and theirs and mine > 0 and theirs > 0 else None
+        speedups[key] = _speedup(profile_value(incumbent, section, field), profile_value(candidate, section, field))
     return speedups
+
+
+def _speedup(incumbent_us: float | None, candidate_us: float | None) -> float | None:
+    """Incumbent / candidate time; None unless both are known and positive."""
+    if incumbent_us and candidate_us and incumbent_us > 0 and candidate_us > 0:
+        return incumbent_us / candidate_us
+    return None
 
 
 def measurements_disagree(
@@ -183,8 +189,7 @@ def gpu_time_speedup(candidate: Mapping[str, Any] | None, incumbent: Mapping[str
         other = profile_value(profile, "proton", "non_main_kernel_us")
         return main + (other or 0.0) if main is not None else None
 
-    mine, theirs = total(candidate), total(incumbent)
-    return theirs / mine if mine and theirs and mine > 0 and theirs > 0 else None
+    return _speedup(total(incumbent), total(candidate))
 
 
 def unbacked_speedup_veto(case_id: str, benchmark_speedup: float | None, kernel_speedups_by_tool: Mapping[str, float | None],

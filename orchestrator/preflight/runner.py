@@ -49,7 +49,7 @@ from orchestrator.preflight.lock_report import build_lock, report_lines, write_l
 from orchestrator.preflight.negative_variants import NegativeVariantError, incorrect_variant, invalid_variant
 from orchestrator.run.config import RunConfig
 from orchestrator.run.ledger.live_log import LiveLog, quote
-from orchestrator.run.verdict_fallback import fallback_reason, in_candidate_process, may_fall_back
+from orchestrator.run.verdict_fallback import settle_verdict_process, worker_target
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import become_subreaper
@@ -132,7 +132,7 @@ class Preflight:
         plan = EvaluationPlan(
             label=f"validate-{tag}", experiment_id=tag, run_id=self.run_id, kernel_path=kernel_path,
             harness_path=self.bundle.harness_path, cases=self.inputs.cases,
-            target=in_candidate_process(self.inputs.target) if self.verdict_fallback else self.inputs.target,
+            target=worker_target(self.inputs.target, self.verdict_fallback),
             repetitions=self.settings.repetitions, work_dir=work_dir, log_path=self.work_root / f"worker-{tag}.log",
             deadline=trio.current_time() + self.settings.phase_seconds, phase_seconds=self.settings.phase_seconds,
             isolation=isolation, worker_python=self.settings.worker_python, benchmark=benchmark,
@@ -173,16 +173,18 @@ class Preflight:
         then both negative tests side by side."""
         untouched = self.write_kernel("untouched", self.inputs.kernel_source)
         profile = self.settings.profile and "profile" in self.inputs.harness_functions
-        first = await self.evaluate("untouched-1", untouched, benchmark=True, profile=profile)
-        fallback_check: list[CheckResult] = []
-        if may_fall_back(self.inputs.target, first):  # as optimize's baseline does, said as a check of its own
-            self.verdict_fallback = fallback_reason(first)
-            self.log.event(f"validate verdict_fallback=candidate reason={quote(self.verdict_fallback, 700)}")
-            first = await self.evaluate("untouched-1-candidate-process", untouched, benchmark=True, profile=profile)
-            if first.status is EvaluationStatus.OK:
-                fallback_check = [passed_check("verdict_process", self.verdict_fallback, judged=False)]
-            else:
-                self.verdict_fallback = ""
+
+        async def in_candidate_process(reason: str) -> Evaluation:
+            self.verdict_fallback = reason  # what this preflight's workers are given from here on
+            return await self.evaluate("untouched-1-candidate-process", untouched, benchmark=True, profile=profile)
+
+        # as optimize's baseline does, said as a check of its own
+        first, self.verdict_fallback = await settle_verdict_process(
+            self.inputs.target, await self.evaluate("untouched-1", untouched, benchmark=True, profile=profile),
+            lambda reason: self.log.event(f"validate verdict_fallback=candidate reason={quote(reason, 700)}"),
+            in_candidate_process)
+        fallback_check = [passed_check("verdict_process", self.verdict_fallback, judged=False)] \
+            if self.verdict_fallback else []
         checks = [check_build(first), check_verify(first, self.inputs.cases), *fallback_check]
         stability: list[CaseStability] = []
         if first.status is EvaluationStatus.OK:

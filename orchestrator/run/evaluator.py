@@ -20,7 +20,7 @@ from orchestrator.run.ledger.artifacts import RunArtifacts
 from orchestrator.run.ledger.evaluations import FinishedEvaluation, write_finished
 from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.state import RunAborted, RunState, add_run_medians
-from orchestrator.run.verdict_fallback import in_candidate_process
+from orchestrator.run.verdict_fallback import worker_target
 from orchestrator.source_digest import normalized_digest, raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
@@ -148,7 +148,7 @@ class Evaluator:
     def worker_target(self, state: RunState) -> Target:
         """The target as workers get it: the bundle's, or with verdicts in the candidate's process when the
         judge could not take the untouched kernel (run/verdict_fallback.py)."""
-        return in_candidate_process(self.inputs.target) if state.verdict_fallback else self.inputs.target
+        return worker_target(self.inputs.target, state.verdict_fallback)
 
     def check_device(self, state: RunState, evaluation: Evaluation) -> None:
         """A run measures on one device: a worker that reports another (a resumed run moved to another

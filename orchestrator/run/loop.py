@@ -202,16 +202,16 @@ class OptimizationRun:
         source_path = self.artifacts.write_source("baseline", self.inputs.kernel_source)
         state.written_sources[str(source_path)] = raw_digest(self.inputs.kernel_source)
         self.log.event(f"baseline status=evaluating source={str(source_path)!r}")
-        evaluation = await self.evaluate_baseline(state, source_path, "baseline")
-        if verdict_fallback.may_fall_back(self.inputs.target, evaluation):
-            reason = verdict_fallback.fallback_reason(evaluation)
-            self.log.event(f"baseline verdict_fallback=candidate reason={quote(reason, 700)}")
-            state.verdict_fallback = reason
-            evaluation = await self.evaluate_baseline(state, source_path, "baseline-candidate-process")
-            if evaluation.status is EvaluationStatus.OK:
-                evaluation.worker.verdict_fallback = reason
-            else:
-                state.verdict_fallback = ""  # it fails in the candidate's process too: the kernel's own failure
+
+        async def in_candidate_process(reason: str) -> Evaluation:
+            state.verdict_fallback = reason  # what the evaluator's workers are given from here on
+            return await self.evaluate_baseline(state, source_path, "baseline-candidate-process")
+
+        evaluation, state.verdict_fallback = await verdict_fallback.settle_verdict_process(
+            self.inputs.target, await self.evaluate_baseline(state, source_path, "baseline"),
+            lambda reason: self.log.event(f"baseline verdict_fallback=candidate reason={quote(reason, 700)}"),
+            in_candidate_process)
+        evaluation.worker.verdict_fallback = state.verdict_fallback
         record = ExperimentRecord(experiment_id="baseline", source_sha256=raw_digest(self.inputs.kernel_source),
                                   normalized_sha256=normalized_digest(self.inputs.kernel_source),
                                   source_path=str(source_path), evaluations=[evaluation],

@@ -10,6 +10,8 @@ untouched kernel decides this: a candidate that the judge cannot take is rejecte
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from orchestrator.text import one_line
 from protocol.bundle import Target
 from protocol.results import Evaluation, EvaluationStatus
@@ -28,6 +30,24 @@ def may_fall_back(target: Target, judged_baseline: Evaluation) -> bool:
 
 def in_candidate_process(target: Target) -> Target:
     return target.model_copy(update={"verdict_process": CANDIDATE_PROCESS})
+
+
+def worker_target(target: Target, fallback: str) -> Target:
+    """The target as workers get it: the bundle's, or with verdicts in the candidate's process after a fallback."""
+    return in_candidate_process(target) if fallback else target
+
+
+async def settle_verdict_process(target: Target, judged: Evaluation, say: Callable[[str], None],
+                                 again: Callable[[str], Awaitable[Evaluation]]) -> tuple[Evaluation, str]:
+    """The untouched kernel's evaluation to go on with, and the fallback reason ("" for none). When the judge
+    could not take it, `say` gets the reason and `again(reason)` evaluates it in the candidate's process; the
+    fallback stands only if that passes (if it fails there too, the failure is the kernel's own)."""
+    if not may_fall_back(target, judged):
+        return judged, ""
+    reason = fallback_reason(judged)
+    say(reason)
+    evaluation = await again(reason)
+    return evaluation, reason if evaluation.status is EvaluationStatus.OK else ""
 
 
 def fallback_reason(judged_baseline: Evaluation) -> str:
