@@ -22,17 +22,14 @@ wait_for_run() {  # wait_for_run SECONDS: until the tune run's pid is gone
 case "$part" in
   start)
     gpu_facts | tee -a "$OUT/summary.txt"
-    setsid python3 -m orchestrator.cli optimize --kernel "examples/$example/kernel.py" \
-      --harness "examples/$example/harness.py" --cases "examples/$example/h200/cases.json" \
-      --target "examples/$example/h200/target.json" --output-dir "$OUT/tune-$example" --provider tune \
-      --max-total-seconds 600 --no-commit-winner \
-      > "$OUT/tune-$example.json" 2> "$OUT/tune-$example.log" < /dev/null &
+    # run_opt in a new session: the optimize command, its result, log and summary lines as everywhere else
+    RUN_LIMIT=700 setsid bash -c 'source scripts/gpu/common.sh && run_opt "tune-$0" "$0" --provider tune \
+      --max-total-seconds 600' "$example" < /dev/null > /dev/null 2>&1 &
     echo $! > "$OUT/tune-$example.pid"
     wait_for_run 560 || true
     ;;
   finish)
     wait_for_run 580
-    summary "tune-$example" "$OUT/tune-$example.json"
     python3 scripts/bench_search.py runs "$OUT/tune-$example" | tee -a "$OUT/summary.txt"
     if [ "$example" = matmul ]; then
       grid=(--seconds 240 --compile-workers 14 --budget-seconds 0.1 --skip-smem-over 227

@@ -23,10 +23,10 @@ case "$mode" in
     ;;
   table)
     for example in ${EXAMPLES:-vector_add softmax matmul}; do
-      RUN_LIMIT=${RUN_LIMIT:-240} run_opt "${example}_auto" $example --provider replay \
+      run_opt "${example}_auto" $example --provider replay \
         --replay-dir "examples/$example/candidates" --max-rounds 3
       verdicts "${example}_auto"
-      TARGET=$(verdict_target $example candidate) RUN_LIMIT=${RUN_LIMIT:-240} run_opt "${example}_candidate" \
+      TARGET=$(verdict_target $example candidate) run_opt "${example}_candidate" \
         $example --provider replay --replay-dir "examples/$example/candidates" --max-rounds 3
       verdicts "${example}_candidate"
     done
