@@ -131,7 +131,8 @@ def compare_main(args: argparse.Namespace, study_options: list[str]) -> None:
     run = Path(args.run)
     result = json.loads((run / "result.json").read_text())
     command = [sys.executable, str(ROOT / "scripts" / "tuner_study.py"), "--example", args.example,
-               "--tuned", str(run / "best_kernel.py"), "--autotune", "--out", args.out, *study_options]
+               "--tuned", str(run / "best_kernel.py"), *([] if args.no_autotune else ["--autotune"]),
+               "--out", args.out, *study_options]
     completed = subprocess.run(command, capture_output=True, text=True, check=False)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"compare-{args.example}.log").write_text(completed.stdout + completed.stderr)
@@ -157,9 +158,10 @@ def compare_row(example: str, result: dict, study: dict) -> str:
             f"revalidated {result['report']['aggregate_speedup'] or 0:.3f}x, exit {result['exit_code']}) | "
             f"grid best: {micros(best)} {(study.get('best') or {}).get('config')} "
             f"({study['measured']}/{study['launchable']} launchable of {study['grid_size']} measured, "
-            f"{study['seconds']:.0f} s) | autotune: {micros(autotune.get('median_us'))} "
-            f"({share(autotune.get('median_us'))}; tuning {autotune.get('tuning_seconds') or 0:.1f} s over "
-            f"{autotune.get('configurations', 0)} configurations)")
+            f"{study['seconds']:.0f} s) | autotune: " + (
+                f"{micros(autotune.get('median_us'))} ({share(autotune.get('median_us'))}; tuning "
+                f"{autotune.get('tuning_seconds') or 0:.1f} s over {autotune.get('configurations', 0)} configurations)"
+                if autotune else "not measured"))
 
 
 def main() -> None:
@@ -176,6 +178,7 @@ def main() -> None:
     compare.add_argument("--example", required=True)
     compare.add_argument("--run", required=True, help="output directory of a finished tune run")
     compare.add_argument("--out", required=True)
+    compare.add_argument("--no-autotune", action="store_true", help="leave @triton.autotune out (it takes minutes)")
     args, rest = parser.parse_known_args()
     if args.command == "compare":
         compare_main(args, rest)

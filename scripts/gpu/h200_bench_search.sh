@@ -7,6 +7,9 @@
 #   bash scripts/gpu/h200_bench_search.sh start EXAMPLE   start the tune run, then wait up to 560 s for it
 #   bash scripts/gpu/h200_bench_search.sh finish EXAMPLE  wait for the run, then the grid + autotune study
 #   bash scripts/gpu/h200_bench_search.sh ready           start-to-ready, fork server vs fresh, median of 20
+#   bash scripts/gpu/h200_bench_search.sh quick EXAMPLE SECONDS [tuner_study options]
+#        one command: a tune run with --max-total-seconds SECONDS (less than the 600, so it fits), then
+#        its winner against the grid (or the part of it given by tuner_study options), without autotune
 # Everything lands in /tmp/bench (kept while the machine is held); $OUT gets summary.txt and a tarball.
 part=$1 example=${2:-}
 final_out=${OUT:-}
@@ -39,6 +42,14 @@ case "$part" in
     fi
     python3 scripts/bench_search.py compare --example "$example" --run "$OUT/tune-$example" --out "$OUT" \
       "${grid[@]}" | tee -a "$OUT/summary.txt"
+    ;;
+  quick)
+    seconds=$3; shift 3
+    gpu_facts | tee -a "$OUT/summary.txt"
+    RUN_LIMIT=$((seconds + 60)) run_opt "tune-$example" "$example" --provider tune --max-total-seconds "$seconds"
+    python3 scripts/bench_search.py runs "$OUT/tune-$example" | tee -a "$OUT/summary.txt"
+    python3 scripts/bench_search.py compare --example "$example" --run "$OUT/tune-$example" --out "$OUT" \
+      --no-autotune "$@" | tee -a "$OUT/summary.txt"
     ;;
   ready)
     python3 scripts/bench_search.py ready --bundle examples/vector_add --target examples/vector_add/h200/target.json \

@@ -23,6 +23,7 @@ from orchestrator.compile_ahead.feasibility import PRUNABLE, is_neighbour, pruni
 from orchestrator.compile_ahead.models import REGISTERS, SHARED_MEMORY, THREADS
 from orchestrator.providers.tune.edits import EditError
 from orchestrator.providers.tune.knobs import Knob, apply_knobs
+from orchestrator.providers.tune.priors import plausible, prior_configs
 
 # On the H200 a matmul variant (compile, verify on three cases, 0.3 s of timing each) takes about 6-10 s in a
 # screening worker: 16 outlasted the share of a 400 s run that screening may spend; 8 fit.
@@ -64,6 +65,8 @@ class FamilySearch:
     # as large in every size and stage knob is not screened (orchestrator/compile_ahead/feasibility.py)
     infeasible: list[tuple[dict[str, int], str]] = field(default_factory=list)
     pruned: int = 0
+    priors: list[tuple[tuple[str, int], ...]] = field(default_factory=list)  # not yet screened (priors.py)
+    implausible: int = 0
 
     @property
     def spent(self) -> bool:
@@ -103,16 +106,23 @@ class FamilySearch:
                                                  n_startup_trials=max(4, size // 2))
             self.study = optuna.create_study(direction="minimize", sampler=sampler)
             self.keys, self.values = keys, {}
+            self.priors = prior_configs(knobs)
         self.study.enqueue_trial(dict(incumbent), skip_if_exists=False)
         trials, sources, configs = [], [], []
         seen = set(self.values)
         attempts = 0
         while len(trials) < size and attempts < size * ASK_ATTEMPTS_PER_SLOT:
             attempts += 1
+            if trials and self.priors:  # the incumbent leads; then what is usually good, before TPE's guesses
+                self.study.enqueue_trial(dict(self.priors.pop(0)), skip_if_exists=False)
             trial = self.study.ask(domains)
             config = tuple(sorted((key, int(value)) for key, value in trial.params.items()))
             if trials and (config in seen or config in configs):
                 self.study.tell(trial, state=TrialState.PRUNED)
+                continue
+            if trials and not plausible(config, knobs):
+                self.study.tell(trial, state=TrialState.PRUNED)  # pruned, not failed: TPE learns to avoid it
+                self.implausible += 1
                 continue
             if trials and self._beyond_a_limit(config, names):
                 self.study.tell(trial, state=TrialState.FAIL)  # as infeasible as the failure it grows from
