@@ -34,6 +34,7 @@ import trio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from orchestrator.run.verdict_fallback import GPU_BACKENDS  # noqa: E402
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs  # noqa: E402
 from orchestrator.worker.forkserver import make_spawner  # noqa: E402
 from orchestrator.worker.process import Spawner, WorkerConnection, WorkerLaunch  # noqa: E402
@@ -84,7 +85,9 @@ def ready_main(args: argparse.Namespace) -> None:
             async with make_spawner("forkserver", parent_env=dict(__import__("os").environ),
                                     scratch=directory / "server", python=sys.executable,
                                     target_environment=load_target_file(cases_target).environment,
-                                    log_path=directory / "forkserver.log", notify=print) as forked:
+                                    log_path=directory / "forkserver.log", notify=print,
+                                    triton_seed=load_target_file(cases_target).backend.lower() in GPU_BACKENDS
+                                    ) as forked:
                 from orchestrator.worker.process import SubprocessSpawner
 
                 fresh = SubprocessSpawner()
@@ -143,25 +146,32 @@ def compare_main(args: argparse.Namespace, study_options: list[str]) -> None:
 
 
 def compare_row(example: str, result: dict, study: dict) -> str:
-    """One line: the three speeds on the study's case (µs, lower is better) and their share of the grid's best."""
-    best = (study.get("best") or {}).get("median_us")
-    tuned, autotune = study.get("tuned_us"), study.get("autotune") or {}
+    """One line: the tuner's winner and the autotuner as shares of the grid's best on the promotion gate's
+    objective (weighted over the bundle's cases), then on the first case alone (µs there)."""
+    best, best_first = study.get("best") or {}, study.get("best_first_case") or {}
+    autotune = study.get("autotune") or {}
+    first = study["case"]
 
-    def share(us: float | None) -> str:
-        return f"{best / us:.1%}" if best and us else "n/a"
+    def share(value: float | None) -> str:
+        return f"{value:.1%}" if value else "n/a"
 
     def micros(us: float | None) -> str:
         return f"{us:.2f}us" if us else "n/a"
 
-    return (f"{example} case={study['case']} baseline={micros(study.get('baseline_us'))} | "
-            f"tuner: {micros(tuned)} ({share(tuned)} of grid best; run {result['wall_seconds']:.0f} s, "
-            f"revalidated {result['report']['aggregate_speedup'] or 0:.3f}x, exit {result['exit_code']}) | "
-            f"grid best: {micros(best)} {(study.get('best') or {}).get('config')} "
+    def on_first(us: float | None) -> str:
+        return f"{micros(us)} ({share(best_first.get('median_us') / us if us and best_first else None)})"
+
+    autotuned = (f"{share(autotune.get('vs_best'))} of the grid best, {first}: {on_first(autotune.get('median_us'))}; "
+                 f"tuning {autotune.get('tuning_seconds') or 0:.1f} s over {autotune.get('configurations', 0)} "
+                 "configurations" if autotune else "not measured")
+    return (f"{example} over {len(study.get('cases') or {first: 1})} case(s) | tuner: {share(study.get('tuned_vs_best'))} "
+            f"of the grid best (run {result['wall_seconds']:.0f} s, revalidated "
+            f"{result['report']['aggregate_speedup'] or 0:.3f}x, exit {result['exit_code']}), {first}: "
+            f"{on_first(study.get('tuned_us'))} | grid best: {best.get('config')} "
+            f"{1 / best['objective'] if best.get('objective') else 0:.3f}x over the untouched kernel, first-case best "
+            f"{best_first.get('config')} {micros(best_first.get('median_us'))} "
             f"({study['measured']}/{study['launchable']} launchable of {study['grid_size']} measured, "
-            f"{study['seconds']:.0f} s) | autotune: " + (
-                f"{micros(autotune.get('median_us'))} ({share(autotune.get('median_us'))}; tuning "
-                f"{autotune.get('tuning_seconds') or 0:.1f} s over {autotune.get('configurations', 0)} configurations)"
-                if autotune else "not measured"))
+            f"{study['seconds']:.0f} s; untouched {micros(study.get('baseline_us'))}) | autotune: {autotuned}")
 
 
 def main() -> None:
@@ -178,6 +188,7 @@ def main() -> None:
     compare.add_argument("--example", required=True)
     compare.add_argument("--run", required=True, help="output directory of a finished tune run")
     compare.add_argument("--out", required=True)
+    compare.add_argument("--no-autotune", action="store_true", help="leave @triton.autotune out (it takes minutes)")
     compare.add_argument("--no-autotune", action="store_true", help="leave @triton.autotune out (it takes minutes)")
     args, rest = parser.parse_known_args()
     if args.command == "compare":

@@ -94,7 +94,8 @@ class OptimizationRun:
         # warm workers: the fork server imports torch and triton while the bundle is frozen and validated
         async with make_spawner("forkserver", parent_env=dict(os.environ), scratch=self.artifacts.root / "forkserver",
                                 target_environment=self.inputs.target.environment, python=self.config.worker_python,
-                                log_path=self.artifacts.root / "forkserver.log", notify=self.log.event) as spawner:
+                                log_path=self.artifacts.root / "forkserver.log", notify=self.log.event,
+                                triton_seed=self.inputs.target.backend.lower() in verdict_fallback.GPU_BACKENDS) as spawner:
             self.spawner = spawner
             return await self.run_phases(state)
 

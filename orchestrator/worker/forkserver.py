@@ -39,6 +39,7 @@ from orchestrator.text import one_line
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
 from orchestrator.worker.process import SpawnedWorker, Spawner, SubprocessSpawner, WorkerLaunch
 from orchestrator.worker.process_tree import SCRATCH_VARIABLE, TOKEN_VARIABLE
+from orchestrator.worker.triton_seed import SeededSpawner, build_seed
 from sandbox_worker.forkserver import (
     CONTROL_VARIABLE,
     MAX_MESSAGE_BYTES,
@@ -488,12 +489,24 @@ class ForkServerSpawner:
 @asynccontextmanager
 async def make_spawner(kind: Literal["fresh", "forkserver"], *, parent_env: Mapping[str, str], scratch: Path,
                        target_environment: Mapping[str, str] | None = None, python: str = sys.executable,
-                       log_path: Path | None = None, notify: Callable[[str], None] | None = None
-                       ) -> AsyncIterator[Spawner]:
+                       log_path: Path | None = None, notify: Callable[[str], None] | None = None,
+                       triton_seed: bool = False) -> AsyncIterator[Spawner]:
     """The run's spawner. "fresh": a new interpreter per worker. "forkserver": workers forked by a fork server
-    that lives as long as this context (`scratch` holds its HOME/TMPDIR, `log_path` its output)."""
+    that lives as long as this context (`scratch` holds its HOME/TMPDIR, `log_path` its output).
+    `triton_seed` (GPU targets): each worker's Triton cache starts with Triton's CUDA driver module, built once
+    here (orchestrator/worker/triton_seed.py)."""
+    seed = None
+    if triton_seed:
+        built = await build_seed(python, parent_env, scratch.with_name(scratch.name + "-triton-seed"))
+        seed = built.cache
+        if notify is not None:
+            notify(f"triton_seed status={'built' if seed else 'none'} reason={built.reason!r}")
+
+    def seeded(spawner: Spawner) -> Spawner:
+        return SeededSpawner(spawner, seed) if seed is not None else spawner
+
     if kind == "fresh":
-        yield SubprocessSpawner()
+        yield seeded(SubprocessSpawner())
         return
     try:
         server = ForkServer.start(python=python, parent_env=parent_env, target_environment=target_environment,
@@ -501,12 +514,12 @@ async def make_spawner(kind: Literal["fresh", "forkserver"], *, parent_env: Mapp
     except OSError as exc:
         spawner = ForkServerSpawner(None, python=python, notify=notify)
         spawner.fall_back(f"the fork server could not be started: {exc}")
-        yield spawner
+        yield seeded(spawner)
         return
     async with trio.open_nursery() as nursery:
         nursery.start_soon(server.serve)
         try:
-            yield ForkServerSpawner(server, python=python, notify=notify)
+            yield seeded(ForkServerSpawner(server, python=python, notify=notify))
         finally:
             with trio.CancelScope(shield=True):
                 await server.aclose()

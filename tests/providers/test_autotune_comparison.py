@@ -6,6 +6,7 @@ configuration, which the interpreter could not do; the H200 runs the full grid (
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import subprocess
@@ -23,6 +24,13 @@ ONE_CONFIGURATION = {
 }
 
 
+def load_bench_search():
+    spec = importlib.util.spec_from_file_location("bench_search", PROJECT_ROOT / "scripts" / "bench_search.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.parametrize("example", sorted(ONE_CONFIGURATION))
 def test_the_autotuned_example_is_verified_and_timed_beside_the_grid(example, tmp_path):
     command = [sys.executable, str(PROJECT_ROOT / "scripts" / "tuner_study.py"), "--example", example,
@@ -37,6 +45,14 @@ def test_the_autotuned_example_is_verified_and_timed_beside_the_grid(example, tm
     assert autotune["configurations"] == 1
     assert autotune["median_us"] and autotune["median_us"] > 0  # built, verified against the reference, timed
     assert autotune["tuning_seconds"] > 0
+    # every case of the bundle, ranked by the gate's weighted objective; the first case's best beside it
+    cases = json.loads((PROJECT_ROOT / "examples" / example / "cases.json").read_text())
+    assert list(report["cases"]) == [case["case_id"] for case in cases]
+    assert set(autotune["medians_us"]) == set(report["cases"]) == set(report["best"]["medians_us"])
+    assert report["best"]["objective"] > 0 and report["best_first_case"] == report["best"]
+    row = load_bench_search().compare_row(example, {"wall_seconds": 1.0, "exit_code": 0,
+                                                    "report": {"aggregate_speedup": 1.0}}, report)
+    assert row.startswith(f"{example} over {len(cases)} case(s) | tuner: n/a") and "tuning" in row
 
 
 @pytest.mark.parametrize("example", sorted(ONE_CONFIGURATION))

@@ -77,7 +77,8 @@ class TuneProvider:
 
         screened = await self._search.next_screened(
             knobs, context.incumbent_source, screen, excluded=seen,
-            family_size=family_size_for(dict(context.target.environment), context.target.backend))
+            family_size=family_size_for(dict(context.target.environment), context.target.backend),
+            weights={case.case_id: case.weight for case in context.cases})
         if screened is None:
             return None
         bottleneck, _ = classify_bottleneck(context.incumbent_evaluation)

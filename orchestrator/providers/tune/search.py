@@ -14,20 +14,22 @@ that yields nothing at least `MIN_SCREEN_GAIN` faster than its control counts as
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.compile_ahead.feasibility import PRUNABLE, is_neighbour, pruning_knobs
 from orchestrator.compile_ahead.models import REGISTERS, SHARED_MEMORY, THREADS
+from orchestrator.decision.statistics import weighted_geomean
 from orchestrator.providers.tune.edits import EditError
 from orchestrator.providers.tune.knobs import Knob, apply_knobs
 from orchestrator.providers.tune.priors import plausible, prior_configs
 
-# On the H200 a matmul variant (compile, verify on three cases, 0.3 s of timing each) takes about 6-10 s in a
-# screening worker: 16 outlasted the share of a 400 s run that screening may spend; 8 fit.
-FAMILY_SIZE_GPU = 8
+# On the H200, with plausible configurations only (priors.py) and compiles ahead on the host, a family of 8
+# screened in 20.4 s (matmul, three 1000-4096-class cases; 9.6 s of compiles ahead before it) and 8.2 s
+# (softmax): 16 fit the share of a 600 s run that screening may spend, and cover the matmul priors in one
+# family. (Before the priors, 16 pathological ones outlasted a 400 s run's share and 8 barely fit.)
+FAMILY_SIZE_GPU = 16
 FAMILY_SIZE_INTERPRETER = 6  # interpreted calls take milliseconds to seconds: a smaller family
 PROMOTE_PER_FAMILY = 3
 MIN_SCREEN_GAIN = 0.03
@@ -65,6 +67,7 @@ class FamilySearch:
     # as large in every size and stage knob is not screened (orchestrator/compile_ahead/feasibility.py)
     infeasible: list[tuple[dict[str, int], str]] = field(default_factory=list)
     pruned: int = 0
+    weights: dict[str, float] = field(default_factory=dict)  # case id -> weight in the gate's aggregate
     priors: list[tuple[tuple[str, int], ...]] = field(default_factory=list)  # not yet screened (priors.py)
     implausible: int = 0
 
@@ -73,9 +76,11 @@ class FamilySearch:
         return self.fruitless >= MAX_FRUITLESS_FAMILIES
 
     async def next_screened(self, knobs: list[Knob], incumbent_source: str, screen: Screen, *, family_size: int,
-                            excluded: Callable[[str], bool]) -> Screened | None:
+                            excluded: Callable[[str], bool], weights: dict[str, float] | None = None) -> Screened | None:
         """The next configuration to propose, screening a new family when the queue is empty; None when the
-        search is spent or screening is unavailable."""
+        search is spent or screening is unavailable. `weights` are the cases' weights in the promotion gate's
+        aggregate, so the screening ranks as the gate will judge (equal weights when not given)."""
+        self.weights = dict(weights or {})
         incumbent = _config(knobs)
         while not self.spent:
             current = self.values.get(incumbent)
@@ -155,7 +160,7 @@ class FamilySearch:
         ok_count = sum(1 for r in results if r.ok)
         faster: list[Screened] = []
         for trial, config, variant, result in zip(trials, configs, sources, results, strict=True):
-            relative = _relative(result.variant.medians_us, control) if result.ok else None
+            relative = _relative(result.variant.medians_us, control, self.weights) if result.ok else None
             resource = _resource_of(result)
             if resource is not None:
                 self.infeasible.append(({names[key]: value for key, value in config}, resource))
@@ -232,12 +237,14 @@ def _label(incumbent: tuple[tuple[str, int], ...], config: tuple[tuple[str, int]
     return "incumbent (control)" if not changes else ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
 
 
-def _relative(medians: dict[str, float], control: dict[str, float]) -> float | None:
-    """Geometric mean over the control's cases of median / control median; None when a case is missing."""
-    ratios = [medians[case] / control[case] for case in control if case in medians and control[case] > 0]
+def _relative(medians: dict[str, float], control: dict[str, float],
+              weights: dict[str, float] | None = None) -> float | None:
+    """Weighted geometric mean over the control's cases of median / control median (the gate's aggregate
+    form; a case without a weight weighs 1); None when a case is missing."""
+    ratios = {case: medians[case] / control[case] for case in control if case in medians and control[case] > 0}
     if not ratios or len(ratios) != len(control):
         return None
-    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return weighted_geomean(ratios, {case: (weights or {}).get(case, 1.0) for case in ratios}) or None
 
 
 def family_size_for(target_environment: dict[str, str], backend: str) -> int:

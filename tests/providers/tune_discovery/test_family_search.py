@@ -151,3 +151,17 @@ def test_a_configuration_grown_from_one_over_a_limit_is_never_screened():
         earlier = [f for f in failed if screens.screened.index(f) < index]
         grown = [f for f in earlier if values["BLOCK_M"] >= f["BLOCK_M"] and values["BLOCK_N"] >= f["BLOCK_N"]]
         assert not grown, f"{values} screened after {grown[0]} failed for shared memory"
+
+
+def test_screening_ranks_by_the_gates_weighted_aggregate():
+    """Twice as fast on the heavy case and 1.4x slower on the light one beats 0.8x on both when the gate
+    weighs the first case 3:1, and loses when the cases weigh the same."""
+    from orchestrator.providers.tune.search import _relative
+
+    control = {"heavy": 100.0, "light": 10.0}
+    lopsided, even = {"heavy": 50.0, "light": 14.0}, {"heavy": 80.0, "light": 8.0}
+    weights = {"heavy": 3.0, "light": 1.0}
+    assert _relative(lopsided, control, weights) < _relative(even, control, weights)
+    assert _relative(lopsided, control) > _relative(even, control)
+    assert abs(_relative(even, control, weights) - 0.8) < 1e-12
+    assert _relative({"heavy": 50.0}, control, weights) is None  # a case not screened: no evidence
