@@ -6,8 +6,10 @@ Why optuna: the grid's best matmul differs from the baseline in all six knobs, w
 climbs to slowly or not at all; TPE (a well-kept library's sampler) models the measured configurations
 and samples the next family where they were fast, across knobs jointly. Screening results are its
 observations: each value is the variant's time relative to the incumbent in the same worker (geometric
-mean over cases), chained to the first incumbent's scale, so families screened around later incumbents
-stay comparable. A variant that fails to build or verify is a failed trial, which TPE avoids. A family
+mean over cases, weighted as the gate weighs them), chained to the first incumbent's scale, so families
+screened around later incumbents stay comparable. A variant that fails to build or verify is a failed
+trial, which TPE avoids. Before TPE's own samples, the first families screen the usual configurations for
+the kernel's shape of knobs, and nothing with implausible work per thread is screened (`priors`). A family
 that yields nothing at least `MIN_SCREEN_GAIN` faster than its control counts as fruitless; after
 `MAX_FRUITLESS_FAMILIES` in a row the direction is spent and the single-knob policy takes over.
 """
