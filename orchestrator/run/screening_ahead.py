@@ -3,8 +3,11 @@
 Every variant of a screening on a CUDA target is compiled for the target first (orchestrator/compile_ahead/),
 in parallel lanes on the host's cores, within a share of the screening's time. A variant whose compile over-ran
 a resource, failed, or whose file does not load never reaches the GPU worker: it comes back `build_failed`
-with the resource named, and its configs are remembered (`InfeasibleStore`). A variant compile ahead could not
-judge goes to the worker as before.
+with the resource named, and its configs are remembered (`InfeasibleStore`). When compile ahead judged the
+control feasible (it works for this kernel), a variant it could not judge (its compile outran the share, or
+its deadline) is not screened either: only what was compiled within the limits reaches the GPU, and a compile
+that slow would spend the worker's time too. When it could not judge the control, it cannot judge this
+kernel, and such variants go to the worker as before.
 
 The first variant is the screening's control (the incumbent, already measured on the GPU): it always goes to
 the worker, and if compile ahead calls it infeasible, compile ahead disagrees with the GPU, so this
@@ -16,6 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from orchestrator.compile_ahead.feasibility import Verdict
 from orchestrator.compile_ahead.variants import VariantCheck
 from protocol.worker import ScreenedVariant
 
@@ -43,12 +47,18 @@ def partition(variant_ids: list[str], checks: list[VariantCheck | None]) -> Part
         return Partition(to_worker=list(range(len(variant_ids))), note=(
             "compile ahead called the control infeasible, which the GPU ran: nothing held back "
             f"({checks[0].feasibility.reason})"))
+    judges_this_kernel = bool(checks) and checks[0] is not None and checks[0].feasibility.verdict is Verdict.FEASIBLE
     held: dict[int, ScreenedVariant] = {}
     for index, (variant_id, check) in enumerate(zip(variant_ids, checks, strict=True)):
-        if index == 0 or check is None or not check.feasibility.infeasible:
+        if index == 0 or check is None:
             continue
-        reason = f"compile ahead: {check.feasibility.reason}"
-        held[index] = ScreenedVariant(variant_id=variant_id, status="build_failed", reason=reason[:2000])
+        if check.feasibility.infeasible:
+            reason = f"compile ahead: {check.feasibility.reason}"
+            held[index] = ScreenedVariant(variant_id=variant_id, status="build_failed", reason=reason[:2000])
+        elif judges_this_kernel and check.feasibility.verdict is Verdict.UNKNOWN:
+            # "not screened" is no evidence against the configuration (the search leaves it open)
+            reason = f"not screened: compile ahead could not judge it ({check.feasibility.reason})"
+            held[index] = ScreenedVariant(variant_id=variant_id, status="failed", reason=reason[:2000])
     return Partition(to_worker=[index for index in range(len(variant_ids)) if index not in held], held_back=held)
 
 

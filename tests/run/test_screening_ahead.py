@@ -46,18 +46,31 @@ def test_compile_ahead_applies_to_cuda_targets_with_known_limits_only():
 
 
 @pytest.mark.slow
-def test_only_feasible_or_undecided_variants_reach_the_worker(checks):
+def test_only_variants_compiled_within_the_limits_reach_the_worker(checks):
     names = list(VARIANTS)  # baseline (the control), huge, autotune, raises_at_import, asks_the_gpu_at_import
     ids = [f"v{index:02d}" for index in range(len(names))]
     split = partition(ids, [checks[name] for name in names])
-    assert split.to_worker == [0, 2, 4] and split.note == ""
+    assert split.to_worker == [0, 2] and split.note == ""
     assert {ids[index]: held.status for index, held in split.held_back.items()} == {
-        "v01": "build_failed", "v03": "build_failed"}
+        "v01": "build_failed", "v03": "build_failed", "v04": "failed"}
     assert split.held_back[1].reason.startswith("compile ahead: shared memory 294912 B > 232448 B limit (sm_90)")
     assert split.held_back[3].reason == "compile ahead: the variant does not load: ValueError: a broken edit"
+    # compile ahead judged the control, so one it could not judge is not screened, and says so
+    assert split.held_back[4].reason.startswith("not screened: compile ahead could not judge it (the variant did "
+                                                "not load without a GPU")
     worker = [ScreenedVariant(variant_id=ids[i], status="ok", medians_us={"c": 10.0 + i}) for i in split.to_worker]
     assert [v.status for v in merge(ids, split.held_back, worker)] == ["ok", "build_failed", "ok", "build_failed",
-                                                                        "ok"]
+                                                                        "failed"]
+
+
+@pytest.mark.slow
+def test_a_kernel_compile_ahead_cannot_judge_is_screened_on_the_gpu_as_before(checks):
+    # the control itself could not be judged: variants it could not judge go to the worker; an over-limit
+    # compile is still held back
+    split = partition(["v00", "v01", "v02"], [checks["asks_the_gpu_at_import"], checks["asks_the_gpu_at_import"],
+                                              checks["huge"]])
+    assert split.to_worker == [0, 1] and list(split.held_back) == [2]
+    assert split.held_back[2].status == "build_failed"
 
 
 @pytest.mark.slow
