@@ -189,7 +189,6 @@ def main() -> None:
     compare.add_argument("--run", required=True, help="output directory of a finished tune run")
     compare.add_argument("--out", required=True)
     compare.add_argument("--no-autotune", action="store_true", help="leave @triton.autotune out (it takes minutes)")
-    compare.add_argument("--no-autotune", action="store_true", help="leave @triton.autotune out (it takes minutes)")
     args, rest = parser.parse_known_args()
     if args.command == "compare":
         compare_main(args, rest)

@@ -66,3 +66,11 @@ def test_the_autotune_version_runs_the_examples_kernel_unchanged(example):
 
     template = PROJECT_ROOT / "scripts" / "autotune_kernels" / f"{example}.py"
     assert kernel_source(template) == kernel_source(PROJECT_ROOT / "examples" / example / "kernel.py")
+
+
+def test_the_bench_search_command_line_parses(tmp_path):
+    """Its parser is built on every call: a run directory without a result says so instead of a traceback."""
+    completed = subprocess.run([sys.executable, str(PROJECT_ROOT / "scripts" / "bench_search.py"), "runs",
+                                str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert f"{tmp_path.name} no result.json" in " ".join(completed.stdout.split())
