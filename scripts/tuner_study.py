@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import random
 import statistics
 import subprocess
@@ -40,6 +39,7 @@ GRID = {"block": (64, 128, 256, 512, 1024, 2048, 4096), "tile": (32, 64, 128, 25
 
 
 def main() -> int:
+    from orchestrator.decision.statistics import weighted_geomean
     from orchestrator.providers.tune import apply_knobs, find_knobs
     from sandbox_worker.harness_kit import context
 
@@ -128,8 +128,7 @@ def main() -> int:
         """The gate's aggregate form: weighted geometric mean over the cases of median / reference median."""
         if not medians or not reference:
             return None
-        logs = sum(weights[c] * math.log(medians[c] / reference[c]) for c in weights)
-        return math.exp(logs / sum(weights.values()))
+        return weighted_geomean({c: medians[c] / reference[c] for c in weights}, weights) or None
 
     if args.warm_shard is not None:  # a compile worker: fill the Triton cache with its share of the grid
         for values in grid[args.warm_shard::args.compile_workers]:
