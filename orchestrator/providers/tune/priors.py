@@ -12,8 +12,8 @@ decide what is screened first, and the screening and the promotion gate decide e
   `*_M`/`*_N`/`*_K`), the tile, warp, stage and group combinations of Triton's own matmul autotune lists
   (the tutorial's CUDA configurations, with the larger Hopper tiles first); for a kernel with one block knob,
   8 and 16 elements per thread (a 16-byte vector of fp16 or two of fp32) on 4 and 8 warps.
-- `plausible`: each thread of a program holds between `MIN_ELEMENTS` and `MAX_ELEMENTS` of the M x N output
-  tile (above, the fp32 accumulator spills; below, threads sit idle), or, for a one-block kernel, between
+- `Roles.plausible`: each thread of a program holds between `MIN_ELEMENTS` and `MAX_ELEMENTS` of the M x N
+  output tile (above, the fp32 accumulator spills; below, threads sit idle), or, for a one-block kernel, between
   `MIN_BLOCK_ELEMENTS` and `MAX_BLOCK_ELEMENTS` of the block.
 
 Both read literal knobs only (a knob that scales an expression has no value to reason about) and apply only
@@ -55,7 +55,8 @@ Config = tuple[tuple[str, int], ...]
 
 
 class Roles:
-    """The knobs the heuristics reason about, by role; `known` is False when a role is ambiguous."""
+    """The knobs the heuristics reason about, by role; `tiled` and `blocked` say which shape is unambiguous
+    (neither: the heuristics do not apply)."""
 
     def __init__(self, knobs: Iterable[Knob]) -> None:
         literal = [k for k in knobs if not k.expression]
@@ -79,15 +80,13 @@ class Roles:
             return None
         return size / (values[self.warps[0]] * THREADS_PER_WARP)
 
-
-def plausible(config: Config, knobs: Iterable[Knob]) -> bool:
-    """False when the configuration puts too much or too little of the tile (or block) on each thread."""
-    roles = Roles(knobs)
-    elements = roles.elements_per_thread(dict(config))
-    if elements is None:
-        return True
-    low, high = (MIN_ELEMENTS, MAX_ELEMENTS) if roles.tiled else (MIN_BLOCK_ELEMENTS, MAX_BLOCK_ELEMENTS)
-    return low <= elements <= high
+    def plausible(self, config: Config) -> bool:
+        """False when the configuration puts too much or too little of the tile (or block) on each thread."""
+        elements = self.elements_per_thread(dict(config))
+        if elements is None:
+            return True
+        low, high = (MIN_ELEMENTS, MAX_ELEMENTS) if self.tiled else (MIN_BLOCK_ELEMENTS, MAX_BLOCK_ELEMENTS)
+        return low <= elements <= high
 
 
 def prior_configs(knobs: list[Knob]) -> list[Config]:
@@ -108,7 +107,7 @@ def prior_configs(knobs: list[Knob]) -> list[Config]:
     for changes in wanted:
         inside = {key: _nearest(value, roles.domains[key]) for key, value in changes.items()}
         config = tuple(sorted((incumbent | inside).items()))
-        if config != tuple(sorted(incumbent.items())) and config not in configs and plausible(config, knobs):
+        if config != tuple(sorted(incumbent.items())) and config not in configs and roles.plausible(config):
             configs.append(config)
     return configs
 

@@ -25,7 +25,7 @@ from orchestrator.compile_ahead.models import REGISTERS, SHARED_MEMORY, THREADS
 from orchestrator.decision.statistics import weighted_geomean
 from orchestrator.providers.tune.edits import EditError
 from orchestrator.providers.tune.knobs import Knob, apply_knobs
-from orchestrator.providers.tune.priors import plausible, prior_configs
+from orchestrator.providers.tune.priors import Roles, prior_configs
 
 # On the H200, with plausible configurations only (priors.py) and compiles ahead on the host, a family of 8
 # screened in 20.4 s (matmul, three 1000-4096-class cases; 9.6 s of compiles ahead before it) and 8.2 s
@@ -69,7 +69,6 @@ class FamilySearch:
     # as large in every size and stage knob is not screened (orchestrator/compile_ahead/feasibility.py)
     infeasible: list[tuple[dict[str, int], str]] = field(default_factory=list)
     pruned: int = 0
-    weights: dict[str, float] = field(default_factory=dict)  # case id -> weight in the gate's aggregate
     priors: list[tuple[tuple[str, int], ...]] = field(default_factory=list)  # not yet screened (priors.py)
     implausible: int = 0
 
@@ -82,7 +81,6 @@ class FamilySearch:
         """The next configuration to propose, screening a new family when the queue is empty; None when the
         search is spent or screening is unavailable. `weights` are the cases' weights in the promotion gate's
         aggregate, so the screening ranks as the gate will judge (equal weights when not given)."""
-        self.weights = dict(weights or {})
         incumbent = _config(knobs)
         while not self.spent:
             current = self.values.get(incumbent)
@@ -93,13 +91,15 @@ class FamilySearch:
                 if current is not None and candidate.scale_value >= current * (1 - MIN_SCREEN_GAIN):
                     continue  # screened against an earlier incumbent and no faster than the present one
                 return candidate
-            screened = await self._screen_family(knobs, incumbent, incumbent_source, screen, family_size, excluded)
+            screened = await self._screen_family(knobs, incumbent, incumbent_source, screen, family_size, excluded,
+                                                 weights or {})
             if screened is None:
                 return None
         return None
 
     async def _screen_family(self, knobs: list[Knob], incumbent: tuple[tuple[str, int], ...], source: str,
-                             screen: Screen, size: int, excluded: Callable[[str], bool]) -> bool | None:
+                             screen: Screen, size: int, excluded: Callable[[str], bool],
+                             weights: dict[str, float]) -> bool | None:
         import optuna
         from optuna.distributions import CategoricalDistribution
         from optuna.trial import TrialState
@@ -117,6 +117,7 @@ class FamilySearch:
         self.study.enqueue_trial(dict(incumbent), skip_if_exists=False)
         trials, sources, configs = [], [], []
         seen = set(self.values)
+        roles = Roles(knobs)
         attempts = 0
         while len(trials) < size and attempts < size * ASK_ATTEMPTS_PER_SLOT:
             attempts += 1
@@ -127,7 +128,7 @@ class FamilySearch:
             if trials and (config in seen or config in configs):
                 self.study.tell(trial, state=TrialState.PRUNED)
                 continue
-            if trials and not plausible(config, knobs):
+            if trials and not roles.plausible(config):
                 self.study.tell(trial, state=TrialState.PRUNED)  # pruned, not failed: TPE learns to avoid it
                 self.implausible += 1
                 continue
@@ -162,7 +163,7 @@ class FamilySearch:
         ok_count = sum(1 for r in results if r.ok)
         faster: list[Screened] = []
         for trial, config, variant, result in zip(trials, configs, sources, results, strict=True):
-            relative = _relative(result.variant.medians_us, control, self.weights) if result.ok else None
+            relative = _relative(result.variant.medians_us, control, weights) if result.ok else None
             resource = _resource_of(result)
             if resource is not None:
                 self.infeasible.append(({names[key]: value for key, value in config}, resource))

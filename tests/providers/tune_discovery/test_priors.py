@@ -14,7 +14,6 @@ from orchestrator.providers.tune.priors import (
     MIN_ELEMENTS,
     TILE_CONFIGS,
     Roles,
-    plausible,
     prior_configs,
 )
 from orchestrator.providers.tune.search import FamilySearch
@@ -56,7 +55,7 @@ def test_priors_stay_inside_the_domains_the_code_allows():
     assert priors, "a tiled kernel with one warp knob gets priors"
     for config in priors:
         assert all(value in domains[key] for key, value in config)
-        assert plausible(config, knobs)
+        assert Roles(knobs).plausible(config)
     assert {by_name(c, knobs)["BLOCK_M"] for c in priors} == {32}
 
 
@@ -67,10 +66,11 @@ def test_the_bounds_on_work_per_thread():
     def config(m: int, n: int, warps: int):
         return tuple(sorted({keys["BLOCK_M"]: m, keys["BLOCK_N"]: n, keys["NUM_WARPS"]: warps}.items()))
 
-    assert plausible(config(128, 256, 8), knobs)  # 128 elements per thread: the upper bound itself
-    assert not plausible(config(256, 256, 4), knobs)  # 512: the fp32 accumulator spills
-    assert plausible(config(32, 32, 4), knobs)  # 8: the lower bound itself
-    assert not plausible(config(32, 32, 32), knobs)  # one element per thread: 1024 threads for a 32x32 tile
+    roles = Roles(knobs)
+    assert roles.plausible(config(128, 256, 8))  # 128 elements per thread: the upper bound itself
+    assert not roles.plausible(config(256, 256, 4))  # 512: the fp32 accumulator spills
+    assert roles.plausible(config(32, 32, 4))  # 8: the lower bound itself
+    assert not roles.plausible(config(32, 32, 32))  # one element per thread: 1024 threads for a 32x32 tile
 
 
 def test_the_joint_search_never_screens_an_implausible_configuration():
