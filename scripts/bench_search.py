@@ -34,7 +34,7 @@ import trio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.run.verdict_fallback import GPU_BACKENDS  # noqa: E402
+from orchestrator.run.verdict_fallback import on_gpu  # noqa: E402
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs  # noqa: E402
 from orchestrator.worker.forkserver import make_spawner  # noqa: E402
 from orchestrator.worker.process import Spawner, WorkerConnection, WorkerLaunch  # noqa: E402
@@ -86,7 +86,7 @@ def ready_main(args: argparse.Namespace) -> None:
                                     scratch=directory / "server", python=sys.executable,
                                     target_environment=load_target_file(cases_target).environment,
                                     log_path=directory / "forkserver.log", notify=print,
-                                    triton_seed=load_target_file(cases_target).backend.lower() in GPU_BACKENDS
+                                    triton_seed=on_gpu(load_target_file(cases_target))
                                     ) as forked:
                 from orchestrator.worker.process import SubprocessSpawner
 

@@ -95,7 +95,7 @@ class OptimizationRun:
         async with make_spawner("forkserver", parent_env=dict(os.environ), scratch=self.artifacts.root / "forkserver",
                                 target_environment=self.inputs.target.environment, python=self.config.worker_python,
                                 log_path=self.artifacts.root / "forkserver.log", notify=self.log.event,
-                                triton_seed=self.inputs.target.backend.lower() in verdict_fallback.GPU_BACKENDS) as spawner:
+                                triton_seed=verdict_fallback.on_gpu(self.inputs.target)) as spawner:
             self.spawner = spawner
             return await self.run_phases(state)
 
