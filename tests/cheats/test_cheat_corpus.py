@@ -1,9 +1,9 @@
 """The dishonest-candidate corpus (issue 12): each candidate through the real CLI at the default gates.
 
 Each slow test runs one candidate of tests/cheats/candidates/ with `--provider replay` and checks what must
-hold whatever the candidate tried: it is not promoted (exit 2, the baseline wins, its decision is not
-"promoted"), its evaluation failed or the gates rejected it, the user's files are byte-identical, and no
-process it started is alive afterwards. The honest examples are still promoted. The candidate's status and
+hold whatever the candidate tried: it is not promoted (exit 2, the baseline wins), its evaluation failed or
+the gates rejected it (or, where the gate passed an unchanged kernel by chance, revalidation found no gain),
+the user's files are byte-identical, and no process it started is alive afterwards. The honest examples are still promoted. The candidate's status and
 reason are printed in a "cheat corpus" section at the end of the run (tests/cheats/conftest.py); which check
 should catch each one is in its JSON (`expected_catch`). The fast tests check the corpus itself.
 """
@@ -81,8 +81,14 @@ def test_dishonest_candidate_is_not_promoted(tmp_path, cheat):
     OUTCOMES.append(f"{cheat.id}: {run.summary()}")
     assert run.cli.returncode == 2, f"{run.summary()}\n{run.cli.stderr[-3000:]}"
     assert run.result["winner_experiment_id"] == "baseline", run.summary()
-    assert run.decision.get("status") != "promoted", run.summary()
-    assert run.status in FAILURE_STATUSES or run.decision.get("status") == "rejected", run.summary()
+    if run.decision.get("status") == "promoted":
+        # A cheat the judge neutralised is an unchanged kernel, and the gate is a 99 % test: on a loaded 2-core
+        # host it can pass an A/A pair by chance (CI once: 1.26x, lower bound 1.03, then 1.005x at
+        # revalidation). Revalidation measures again at another moment; there the candidate must show no gain.
+        final = run.final_decision
+        assert final.get("status") == "rejected" and final.get("gates", {}).get("speedup") is False, run.summary()
+    else:
+        assert run.status in FAILURE_STATUSES or run.decision.get("status") == "rejected", run.summary()
     assert run.user.hashes() == run.user_hashes_before
     assert left == []
 
