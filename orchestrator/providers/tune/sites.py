@@ -33,6 +33,7 @@ SITE_WORDS = {
 }
 LAUNCH_OPTIONS = {"num_warps": "warps", "num_stages": "stages"}
 _SHAPE_CALLS = ("numel", "size", "stride")
+_PASSING_CALLS = ("list", "tuple", "sorted", "filter")  # calls whose result holds the entries they are given
 
 
 @dataclass(frozen=True)
@@ -424,10 +425,17 @@ class Scan:
                     self._record(Found("heuristic", name, kind, lambda_node.body, None, kernel, scope_name=kernel,
                                         variable=argument))
 
-    def _config_list(self, node: cst.BaseExpression, depth: int = 0) -> cst.List | None:
-        """The list literal an autotune `configs=` reaches: itself, a module name, or what a function returns."""
-        if isinstance(node, cst.List) or depth > 3:
-            return node if isinstance(node, cst.List) else None
+    def _config_list(self, node: cst.BaseExpression, depth: int = 0) -> cst.List | cst.ListComp | None:
+        """The list literal or comprehension an autotune `configs=` reaches: itself, a module name, what a
+        function returns, or what `list`, `tuple`, `sorted` or `filter(keep, ...)` is given (a filter only
+        drops entries, so what it is given holds every one it may keep)."""
+        if isinstance(node, (cst.List, cst.ListComp)) or depth > 3:
+            return node if isinstance(node, (cst.List, cst.ListComp)) else None
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _PASSING_CALLS:
+            positional = [a.value for a in node.args if a.keyword is None and not a.star]
+            given = positional[-1] if node.func.value == "filter" and len(positional) == 2 else (
+                positional[0] if len(positional) == 1 else None)
+            return self._config_list(given, depth + 1) if given is not None else None
         if isinstance(node, cst.Name):
             resolved = self.module_scope.resolve(node.value)
             for binding in (resolved[1] or []) if resolved else []:
@@ -446,6 +454,9 @@ class Scan:
         if listed is None:
             self._record(Found("autotune", "configs", "configs", configs, None, kernel, scope_name=kernel,
                                 note="the config list is built in a way the discovery does not follow"))
+            return
+        if isinstance(listed, cst.ListComp):
+            self._comprehension_configs(kernel, listed, facts)
             return
         entries = []
         for element in listed.elements:
@@ -475,6 +486,47 @@ class Scan:
             entries.append(AutotuneConfig.of(kwargs, **options))
         self._record(Found("autotune", "configs", "configs", listed, None, kernel, scope_name=kernel,
                             note=f"{len(entries)} triton.Config entries", configs=tuple(entries)))
+
+    def _comprehension_configs(self, kernel: str, comprehension: cst.ListComp, facts: KernelFacts | None) -> None:
+        """`[triton.Config({"BLOCK_M": BM}, num_warps=w) for BM in [64, 128] for w in [4, 8]]`: every value of a
+        loop over a literal list is a config site of the parameter the loop variable feeds, so the tuner
+        changes the choices autotune has (`for BM in [64, 256]`); a loop over anything else stays as written."""
+        call = comprehension.elt
+        if not (isinstance(call, cst.Call) and _dotted(call.func) == "Config"):
+            self._record(Found("autotune", "configs", "configs", comprehension, None, kernel, scope_name=kernel,
+                                note="a comprehension whose entries are not triton.Config(...) calls"))
+            return
+        feeds: dict[str, str] = {}  # loop variable -> the Config parameter or launch option it sets
+        positional = [a.value for a in call.args if a.keyword is None]
+        if positional and isinstance(positional[0], cst.Dict):
+            for item in positional[0].elements:
+                name = _string(item.key) if isinstance(item, cst.DictElement) else None
+                if name is not None and isinstance(item.value, cst.Name):
+                    feeds[item.value.value] = name
+        for argument in call.args:
+            option = argument.keyword.value if argument.keyword else ""
+            if option in LAUNCH_OPTIONS and isinstance(argument.value, cst.Name):
+                feeds[argument.value.value] = option
+        followed, left = [], []
+        clause: cst.CompFor | None = comprehension.for_in
+        while clause is not None:
+            parameter = feeds.get(clause.target.value) if isinstance(clause.target, cst.Name) else None
+            values = clause.iter
+            if parameter is not None:
+                kind = LAUNCH_OPTIONS.get(parameter) or (
+                    parameter_kind(parameter, facts.sizes, facts.uses_dot) if facts else literal_kind(parameter, False))
+                elements = values.elements if isinstance(values, (cst.List, cst.Tuple)) else ()
+                if kind is not None and elements and all(_integer(e.value) is not None for e in elements):
+                    for element in elements:
+                        self._record(Found("config", parameter, kind, element.value, None, kernel, scope_name=kernel))
+                    followed.append(f"{parameter} in {code(values)}")
+                else:
+                    left.append(f"{parameter} in {code(values)}")
+            clause = clause.inner_for_in
+        note = f"a comprehension of triton.Config entries over {'; '.join(followed) or 'no literal list'}"
+        if left:
+            note += f" ({'; '.join(left)} left as written)"
+        self._record(Found("autotune", "configs", "configs", comprehension, None, kernel, scope_name=kernel, note=note))
 
     def _module_constants(self) -> None:
         """Module constants as `knobs.find_knobs` reads them: knob-named integer literals the file uses."""

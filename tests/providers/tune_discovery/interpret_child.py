@@ -36,6 +36,9 @@ def _error(path: Path) -> float:
         got, want = module.row_sum(x), x.sum(dim=-1)
     elif style == "matmul_autotune":
         got, want = module.matmul(a, b), a @ b
+    elif style == "attention_comprehension":
+        q, k, v = (torch.randn(40, 16, generator=generator) for _ in range(3))
+        got, want = module.attention(q, k, v), (q @ k.T) @ v
     elif style == "grouped_matmul":
         got, want = module.grouped_matmul(a, b), a @ b
     else:

@@ -144,3 +144,33 @@ def test_a_wrapper_written_as_an_autograd_function_method():
     sites = by_key(source)
     assert sites["wrapper:forward.num_warps#0"].edits == ("literal", "table", "scale")
     assert sites["wrapper:forward.BLOCK_SIZE#0"].edits == ()
+
+
+def test_a_comprehension_of_configs_through_filter_gives_each_listed_value_its_own_site():
+    source = kernel("attention_comprehension").replace("for BM in [16]", "for BM in [64, 128]")
+    sites = by_key(source)
+    configs = sites["autotune:_attn_fwd.configs#0"]
+    assert configs.edits == () and configs.configs == ()
+    assert configs.note == ("a comprehension of triton.Config entries over BLOCK_M in [64, 128]; BLOCK_N in [16]; "
+                            "num_warps in [1] (num_stages in STAGE_CHOICES left as written)")
+    listed = {key: (site.kind, site.value, site.edits) for key, site in sites.items() if site.site == "config"}
+    assert listed == {"config:_attn_fwd.BLOCK_M#0": ("tile", 64, ("literal",)),
+                      "config:_attn_fwd.BLOCK_M#1": ("tile", 128, ("literal",)),
+                      "config:_attn_fwd.BLOCK_N#0": ("tile", 16, ("literal",)),
+                      "config:_attn_fwd.num_warps#0": ("warps", 1, ("literal",))}
+    assert relations(sites["config:_attn_fwd.BLOCK_M#1"]) == {"power_of_two": ""}
+    assert sites["autotune_key:_attn_fwd.key#0"].note == "re-tunes when N_CTX, HEAD_DIM change"
+
+
+def test_config_lists_are_followed_through_list_tuple_and_sorted_but_not_other_calls():
+    source = kernel("attention_comprehension")
+    for wrapped in ("tuple(configs)", "sorted(configs, key=str)", "list(configs)", "configs"):
+        changed = source.replace("list(filter(keep, configs))", wrapped)
+        assert "config:_attn_fwd.BLOCK_M#0" in by_key(changed), wrapped
+    unknown = by_key(source.replace("list(filter(keep, configs))", "prune(configs)"))
+    assert "config:_attn_fwd.BLOCK_M#0" not in unknown
+    assert unknown["autotune:_attn_fwd.configs#0"].note == "the config list is built in a way the discovery does not follow"
+    not_configs = by_key(source.replace("triton.Config({'BLOCK_M': BM, 'BLOCK_N': BN}, num_stages=s, num_warps=w)",
+                                        "make_config(BM, BN, s, w)"))
+    assert not_configs["autotune:_attn_fwd.configs#0"].note == (
+        "a comprehension whose entries are not triton.Config(...) calls")

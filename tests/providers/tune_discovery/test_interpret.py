@@ -32,6 +32,11 @@ EDITED = {
     "matmul_autotune__configs": set_configs(kernel("matmul_autotune"), "autotune:matmul_kernel.configs#0", [
         AutotuneConfig.of({"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2},
                           num_warps=1, num_stages=1)]),
+    "attention_comprehension__as_written": kernel("attention_comprehension"),
+    # the comprehension's lists, edited in place: autotune's one choice becomes a 32 x 32 tile on two warps
+    "attention_comprehension__tiles_32": set_literal(set_literal(set_literal(
+        kernel("attention_comprehension"), "config:_attn_fwd.BLOCK_M#0", 32), "config:_attn_fwd.BLOCK_N#0", 32),
+        "config:_attn_fwd.num_warps#0", 2),
     "grouped_matmul__tiles_16": set_literal(set_literal(kernel("grouped_matmul"), "wrapper:grouped_matmul.BLOCK_M#0", 16),
                                             "wrapper:grouped_matmul.BLOCK_N#0", 16),
 }

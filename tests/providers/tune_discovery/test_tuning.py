@@ -186,3 +186,12 @@ def test_any_module_constant_a_launch_passes_is_a_knob_whatever_its_name():
     unnamed = unnamed.replace("cdiv(n, BLOCK_SIZE)", "cdiv(n, BS)")
     assert changed_lines(unnamed, trio.run(TuneProvider().propose, context(source=unnamed)).source) == [
         "-BS = 64", "+BS = 128"]
+
+
+def test_attention_tunes_the_choices_of_its_config_comprehension_one_list_value_at_a_time():
+    source = kernel("attention_comprehension")
+    first = trio.run(TuneProvider().propose, context(source=source))
+    assert changed_lines(source, first.source) == ["-    for BM in [16]\\", "+    for BM in [32]\\"]
+    assert first.metadata.change == "BLOCK_M 16 -> 32 (triton.Config entry in _attn_fwd at line 14); nothing else changes"
+    moved = moved_lines(source, neutral_walk(source))
+    assert moved == {"    for BM in [16]\\", "    for BN in [16]\\", "    for w in [1]\\"}
