@@ -511,7 +511,7 @@ class Scan:
         clause: cst.CompFor | None = comprehension.for_in
         while clause is not None:
             parameter = feeds.get(clause.target.value) if isinstance(clause.target, cst.Name) else None
-            values = clause.iter
+            values = self._module_list(clause.iter)
             if parameter is not None:
                 kind = LAUNCH_OPTIONS.get(parameter) or (
                     parameter_kind(parameter, facts.sizes, facts.uses_dot) if facts else literal_kind(parameter, False))
@@ -527,6 +527,16 @@ class Scan:
         if left:
             note += f" ({'; '.join(left)} left as written)"
         self._record(Found("autotune", "configs", "configs", comprehension, None, kernel, scope_name=kernel, note=note))
+
+    def _module_list(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """What a module name bound once to a list or tuple literal holds (`NUM_STAGES_OPTIONS = [2, 3, 4]`);
+        anything else as it is."""
+        if isinstance(node, cst.Name):
+            resolved = self.module_scope.resolve(node.value)
+            bindings = resolved[1] if resolved else None
+            if bindings and len(bindings) == 1 and isinstance(bindings[0].value, (cst.List, cst.Tuple)):
+                return bindings[0].value
+        return node
 
     def _module_constants(self) -> None:
         """Module constants as `knobs.find_knobs` reads them: knob-named integer literals the file uses."""

@@ -160,6 +160,9 @@ def test_a_comprehension_of_configs_through_filter_gives_each_listed_value_its_o
                       "config:_attn_fwd.num_warps#0": ("warps", 1, ("literal",))}
     assert relations(sites["config:_attn_fwd.BLOCK_M#1"]) == {"power_of_two": ""}
     assert sites["autotune_key:_attn_fwd.key#0"].note == "re-tunes when N_CTX, HEAD_DIM change"
+    fixed = by_key(source.replace("STAGE_CHOICES = [1] if torch.version.hip else [2]", "STAGE_CHOICES = [2, 3]"))
+    stages = {key: (site.value, site.line) for key, site in fixed.items() if site.name == "num_stages"}
+    assert stages == {"config:_attn_fwd.num_stages#0": (2, 10), "config:_attn_fwd.num_stages#1": (3, 10)}
 
 
 def test_config_lists_are_followed_through_list_tuple_and_sorted_but_not_other_calls():

@@ -1,13 +1,13 @@
 """Attention's forward pass in the fused-attention tutorial's style: the autotune configs are a comprehension
 over lists of tile sizes, stages and warps, filtered by a `keep` function, and the grid reads BLOCK_M from the
 chosen config. One value per list, so that the interpreter's autotuner has nothing to time; the stages come
-from a module name the discovery does not follow."""
+from a module name that depends on the backend, as the tutorial's do."""
 
 import torch
 import triton
 import triton.language as tl
 
-STAGE_CHOICES = [1]
+STAGE_CHOICES = [1] if torch.version.hip else [2]
 
 configs = [
     triton.Config({'BLOCK_M': BM, 'BLOCK_N': BN}, num_stages=s, num_warps=w) \
