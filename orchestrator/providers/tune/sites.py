@@ -332,14 +332,24 @@ class Scan:
                            if isinstance(n, cst.Return) and n.value is not None]
                 expression = returns[0] if returns else grid
         body = expression.body if isinstance(expression, cst.Lambda) else expression
-        divisors, constraints = self._divisors(body, where)
+        facts = self.facts.get(kernel)
+        persistent = facts.persistent_axes if facts and isinstance(body, cst.Tuple) else frozenset()
+        # A persistent axis's programs stride over the work: any count covers it, so the arithmetic behind the
+        # count (the tutorial's occupancy, NUM_REGS // (n_regs * WARP_SIZE * num_warps)) constrains nothing.
+        parts = [body]
+        if persistent and isinstance(body, cst.Tuple):
+            parts = [element.value for axis, element in enumerate(body.elements) if axis not in persistent]
+        divisors, constraints = [], []
+        for part in parts:
+            part_divisors, part_constraints = self._divisors(part, where)
+            divisors += [d for d in part_divisors if d not in divisors]
+            constraints += part_constraints
         note = f"work per program set by {', '.join(divisors)}" if divisors else "no size divides it"
         shown = expression if isinstance(expression, (cst.Lambda, cst.Tuple, cst.Call, cst.BinaryOperation)) else written
         found = Found("grid", "grid", "grid", shown, scope, kernel, note=note, launch_arguments=arguments)
         found.constraints.extend(constraints)
         found.grid_names = self._reachable(body, where)
         self._record(found)
-        facts = self.facts.get(kernel)
         if facts and facts.persistent_axes and isinstance(body, cst.Tuple):
             for axis in sorted(facts.persistent_axes):
                 if axis < len(body.elements):

@@ -103,6 +103,19 @@ def test_persistent_softmax_follows_warmup_and_positional_constexprs_to_the_prog
         ("num_programs", "NUM_SM * occupancy"), ("num_programs", "min(num_programs, n_rows)")]
 
 
+def test_the_occupancy_behind_a_persistent_program_count_does_not_constrain_num_warps():
+    # the fused-softmax tutorial sizes its persistent grid from the registers the compiled kernel uses
+    tutorial = kernel("softmax_persistent").replace("NUM_SM = 132\n", "NUM_SM = 132\nNUM_REGS = 65536\nWARP_SIZE = 32\n")
+    tutorial = tutorial.replace("    occupancy = 4\n", "    n_regs = kernel.n_regs\n"
+                                "    occupancy = NUM_REGS // (n_regs * WARP_SIZE * num_warps)\n")
+    sites = by_key(tutorial)
+    warps = sites["wrapper:softmax.num_warps#0"]
+    assert relations(warps) == {"one_of": "1, 2, 4, 8, 16, 32"} and warps.edits == ("literal", "table")
+    assert sites["grid:softmax.grid#0"].constraints == ()
+    assert [site.expression for site in sites.values() if site.kind == "programs"] == [
+        "NUM_SM * occupancy", "min(num_programs, n_rows)"]
+
+
 def test_an_unmasked_tile_the_grid_does_not_divide_by_is_pinned():
     discovery = discover(kernel("head_copy"))
     (size,) = [site for site in discovery.sites if site.name == "D"]
