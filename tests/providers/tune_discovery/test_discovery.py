@@ -6,8 +6,9 @@ import json
 
 from orchestrator.providers.tune.discovery import discover
 from orchestrator.providers.tune.domains import DOMAINS
+from orchestrator.providers.tune.edits import set_literal, set_scaled
 from orchestrator.providers.tune.forms import AutotuneConfig
-from tests.providers.tune_discovery import drop_lines, kernel
+from tests.providers.tune_discovery import changed_lines, drop_lines, kernel
 
 
 def by_key(source: str):
@@ -190,3 +191,17 @@ def test_config_lists_are_followed_through_list_tuple_and_sorted_but_not_other_c
                                         "make_config(BM, BN, s, w)"))
     assert not_configs["autotune:_attn_fwd.configs#0"].note == (
         "a comprehension whose entries are not triton.Config(...) calls")
+
+
+def test_a_launch_that_reads_its_knobs_from_a_dict_of_configurations_scales_or_replaces_each_read():
+    source = kernel("persistent_matmul")
+    sites = by_key(source)
+    reads = {site.name: (site.kind, site.expression, site.edits) for site in sites.values() if site.site == "launch"}
+    assert reads == {name: (kind, f'configs[dtype]["{name}"]', ("literal", "table", "scale")) for name, kind in (
+        ("BLOCK_SIZE_M", "tile"), ("BLOCK_SIZE_N", "tile"), ("BLOCK_SIZE_K", "tile"), ("GROUP_SIZE_M", "group"),
+        ("num_stages", "stages"), ("num_warps", "warps"))}
+    assert changed_lines(source, set_literal(source, "launch:matmul_persistent.BLOCK_SIZE_K#0", 128)) == [
+        '-        BLOCK_SIZE_K=configs[dtype]["BLOCK_SIZE_K"],', "+        BLOCK_SIZE_K=128,"]
+    assert changed_lines(source, set_scaled(source, "launch:matmul_persistent.num_warps#0", -1)) == [
+        '-        num_warps=configs[dtype]["num_warps"],', '+        num_warps=max((configs[dtype]["num_warps"]) // 2, 1),']
+    assert sites["grid:matmul_persistent.grid#0"].note == "work per program set by BLOCK_SIZE_M, BLOCK_SIZE_N"
