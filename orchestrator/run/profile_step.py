@@ -29,13 +29,15 @@ async def profile_evidence(evaluator: Evaluator, state: RunState, record: Experi
     cases = [c.case_id for c in evaluator.inputs.cases]
     incumbent_profiles = reporting.profiles_by_case(incumbent)
     candidate_profiles = reporting.profiles_by_case(candidate)
-    kernel = profile_rules.kernel_speedups
     disagreements, cross_checks = [], []
     protected = {c.case_id for c in evaluator.inputs.cases if c.protected}
     for case_id in cases:
         row = next((r for r in verdict.comparisons if r.case_id == case_id), None)
-        speeds = kernel(candidate_profiles.get(case_id), incumbent_profiles.get(case_id))
-        text = profile_rules.measurements_disagree(row.speedup if row else None, speeds["proton"], speeds["ncu"])
+        times = profile_rules.kernel_times(candidate_profiles.get(case_id), incumbent_profiles.get(case_id))
+        speeds = {tool: paired.speedup for tool, paired in times.items()}
+        benchmark = profile_rules.PairedTimes(row.incumbent_median_us, row.candidate_median_us) if row and row.speedup \
+            else profile_rules.PairedTimes(None, None)
+        text = profile_rules.measurements_disagree({"benchmark": benchmark, **times})
         if text:
             disagreements.append(f"{case_id}: {text}")
         if case_id in protected:
