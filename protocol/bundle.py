@@ -36,6 +36,16 @@ class Case(StrictModel):
         return value
 
 
+# Backends whose workers run on an NVIDIA GPU; anything else runs on the Triton CPU interpreter. The worker,
+# on the standard library only, spells the same in sandbox_worker/harness_kit/entry_point.py (a test holds
+# the two together).
+GPU_BACKENDS = ("cuda", "nvidia")
+
+
+def runs_on_gpu(backend: str) -> bool:
+    return backend.lower() in GPU_BACKENDS
+
+
 class Target(StrictModel):
     """Backend, hardware and environment of the run (target.json)."""
 

@@ -24,6 +24,7 @@ from orchestrator.batch.options import (
     option_argv,
 )
 from protocol.batch import BatchManifest
+from protocol.bundle import runs_on_gpu
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -77,10 +78,11 @@ def _resolve(base_dir: Path, value: str) -> Path:
 
 
 def _needs_gpu(target_path: Path) -> bool:
-    """A job needs a GPU unless its target.json says backend "cpu"; an unreadable target is the job's own
-    failure later, so it is placed on a CPU lane and fails there cheaply."""
+    """A job needs a GPU when its target.json names a GPU backend (the run's own test, `runs_on_gpu`: any other
+    backend runs on the CPU interpreter); an unreadable target is the job's own failure later, so it is placed
+    on a CPU lane and fails there cheaply."""
     try:
-        return str(json.loads(target_path.read_text(encoding="utf-8")).get("backend", "cpu")).lower() != "cpu"
+        return runs_on_gpu(str(json.loads(target_path.read_text(encoding="utf-8")).get("backend", "cpu")))
     except (OSError, ValueError, AttributeError):
         return False
 

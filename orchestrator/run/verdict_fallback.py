@@ -13,16 +13,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from orchestrator.text import one_line
-from protocol.bundle import Target
+from protocol.bundle import Target, runs_on_gpu
 from protocol.results import Evaluation, EvaluationStatus
 
 CANDIDATE_PROCESS = "candidate"
-GPU_BACKENDS = ("cuda", "nvidia")
 
 
 def on_gpu(target: Target) -> bool:
     """Whether the target's workers run on a GPU (its backend names one)."""
-    return target.backend.lower() in GPU_BACKENDS
+    return runs_on_gpu(target.backend)
 
 
 def may_fall_back(target: Target, judged_baseline: Evaluation) -> bool:

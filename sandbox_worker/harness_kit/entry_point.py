@@ -43,9 +43,12 @@ class JudgedEntry:
     failure_note: str | None = None  # added to the diagnostics of a failed verify
 
 
+GPU_BACKENDS = ("cuda", "nvidia")  # protocol.bundle.GPU_BACKENDS, which this stdlib-only side cannot import
+
+
 def device_for(target: dict[str, Any]) -> str:
     """The target's CUDA device when the backend is CUDA and one is visible, else the CPU (interpreter)."""
-    if target.get("backend") in ("cuda", "nvidia") and timing.cuda_available():
+    if str(target.get("backend", "")).lower() in GPU_BACKENDS and timing.cuda_available():
         device = str(target.get("device") or "cuda")
         return device if device.startswith("cuda") else "cuda"
     return "cpu"

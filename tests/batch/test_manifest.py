@@ -8,6 +8,8 @@ import pytest
 
 from orchestrator.batch.manifest import ManifestError, load_manifest
 from orchestrator.cli.main import _add_optimize_arguments, main
+from protocol.bundle import GPU_BACKENDS
+from sandbox_worker.harness_kit import entry_point
 from tests.batch.conftest import make_bundle, write_manifest
 
 TOML_MANIFEST = """
@@ -124,3 +126,12 @@ def test_schema_prints_the_manifest_and_the_summary(capsys):
     job_fields = schemas["batch.json"]["$defs"]["JobSummary"]["properties"]
     assert {"status", "exit_code", "speedup", "gpu", "node", "attempts", "error"} <= set(job_fields)
 
+
+
+def test_a_gpu_lane_is_for_the_backends_whose_workers_run_on_a_gpu(tmp_path):
+    # the orchestrator, the batch and the stdlib-only worker agree on which backends those are
+    assert entry_point.GPU_BACKENDS == GPU_BACKENDS
+    bundles = [make_bundle(tmp_path, name, [], backend=backend)
+               for name, backend in (("nv", "NVIDIA"), ("hip", "hip"), ("cpu", "cpu"))]
+    _, jobs = load_manifest(write_manifest(tmp_path, bundles), _add_optimize_arguments)
+    assert [(job.job_id, job.needs_gpu) for job in jobs] == [("nv", True), ("hip", False), ("cpu", False)]
