@@ -5,8 +5,8 @@ Long because: one scan follows every launch back through the wrapper, autotune l
 It follows every launch `kernel[grid](...)` (and `kernel.warmup(...)`) back to where each tunable value is
 set: a literal or an expression at the launch (keywords, and constexprs passed by position), the wrapper's
 local assignment feeding it (`num_warps = min(max(BLOCK_SIZE // 256, 1), 8)`), or a module constant. It reads
-`@triton.autotune` config lists (written in place, through a module name or returned by a config function)
-and keys, `@triton.heuristics` dicts, and grid expressions: the sizes they divide by, floor divisions that
+`@triton.autotune` config lists (written in place, through a module name, returned by a config function, or
+built by a comprehension over lists of values) and keys, `@triton.heuristics` dicts, and grid expressions: the sizes they divide by, floor divisions that
 need a size to divide the problem, and a persistent kernel's program count.
 
 Over 400 lines: one scan that keeps every node it found, so that `edits` replaces exactly those nodes.
