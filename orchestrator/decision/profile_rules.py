@@ -163,7 +163,7 @@ def measurements_disagree(times: Mapping[str, PairedTimes], tolerance: float = D
     Two measurements of the same change agree when one of two simple models explains them: the same ratio
     (a tool that times at another clock scales both sides alike) or the same time saved (the endpoint window
     holds a fixed cost, the Python wrapper and the launch, that no kernel change removes: on the H200 a 4096^3
-    matmul went 1369 -> 238 µs in the benchmark, 1373 -> 218 µs in NCU, 5.76x vs 6.31x, the same 1.13 ms
+    matmul went 1374 -> 238 µs in the benchmark, 1373 -> 218 µs in NCU, 5.78x vs 6.31x, 1.14 vs 1.16 ms
     saved). They disagree when neither does: the speedups differ by more than `tolerance`, and so do the
     times saved, as a share of the larger incumbent time. Fewer than two known measurements cannot disagree.
     """
