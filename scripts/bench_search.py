@@ -34,12 +34,11 @@ import trio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.run.verdict_fallback import on_gpu  # noqa: E402
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs  # noqa: E402
 from orchestrator.worker.forkserver import make_spawner  # noqa: E402
 from orchestrator.worker.process import Spawner, WorkerConnection, WorkerLaunch  # noqa: E402
 from orchestrator.worker.process_tree import kill_tree  # noqa: E402
-from protocol.bundle import load_target_file  # noqa: E402
+from protocol.bundle import load_target_file, runs_on_gpu  # noqa: E402
 from protocol.worker import HelloEvent, IsolationConfig, ReadyEvent, SetupCommand, ShutdownCommand  # noqa: E402
 
 
@@ -78,15 +77,16 @@ def ready_main(args: argparse.Namespace) -> None:
     cases_target = Path(args.target).resolve()
     times: dict[str, list[float]] = {"fresh": [], "forkserver": []}
     facts: dict[str, dict] = {}
+    target = load_target_file(cases_target)
 
     async def main() -> None:
         with tempfile.TemporaryDirectory() as temporary:
             directory = Path(temporary)
             async with make_spawner("forkserver", parent_env=dict(__import__("os").environ),
                                     scratch=directory / "server", python=sys.executable,
-                                    target_environment=load_target_file(cases_target).environment,
+                                    target_environment=target.environment,
                                     log_path=directory / "forkserver.log", notify=print,
-                                    triton_seed=on_gpu(load_target_file(cases_target))
+                                    triton_seed=runs_on_gpu(target.backend)
                                     ) as forked:
                 from orchestrator.worker.process import SubprocessSpawner
 

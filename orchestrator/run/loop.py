@@ -45,6 +45,7 @@ from orchestrator.source_digest import normalized_digest, raw_digest
 from orchestrator.worker.forkserver import make_spawner
 from orchestrator.worker.process import Spawner
 from orchestrator.worker.process_tree import become_subreaper
+from protocol.bundle import runs_on_gpu
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.results import (
     CandidateMetadata,
@@ -95,7 +96,7 @@ class OptimizationRun:
         async with make_spawner("forkserver", parent_env=dict(os.environ), scratch=self.artifacts.root / "forkserver",
                                 target_environment=self.inputs.target.environment, python=self.config.worker_python,
                                 log_path=self.artifacts.root / "forkserver.log", notify=self.log.event,
-                                triton_seed=verdict_fallback.on_gpu(self.inputs.target)) as spawner:
+                                triton_seed=runs_on_gpu(self.inputs.target.backend)) as spawner:
             self.spawner = spawner
             return await self.run_phases(state)
 

@@ -19,11 +19,6 @@ from protocol.results import Evaluation, EvaluationStatus
 CANDIDATE_PROCESS = "candidate"
 
 
-def on_gpu(target: Target) -> bool:
-    """Whether the target's workers run on a GPU (its backend names one)."""
-    return runs_on_gpu(target.backend)
-
-
 def may_fall_back(target: Target, judged_baseline: Evaluation) -> bool:
     """True when `auto` put the untouched kernel in front of the judge and it did not pass there. A worker
     that ran the harness's own functions anyway (no `JUDGE` in the harness) says `candidate` and has nothing
@@ -67,4 +62,4 @@ def screening_target(target: Target) -> Target:
     so a GPU worker screens in its own process whatever the target says (screening ranks; the judged gate
     decides): it is started without a judge that would sit idle. The CPU judge screens each variant in a
     candidate process of its own, so CPU targets keep theirs."""
-    return in_candidate_process(target) if on_gpu(target) else target
+    return in_candidate_process(target) if runs_on_gpu(target.backend) else target

@@ -333,12 +333,11 @@ class Scan:
                 expression = returns[0] if returns else grid
         body = expression.body if isinstance(expression, cst.Lambda) else expression
         facts = self.facts.get(kernel)
-        persistent = facts.persistent_axes if facts and isinstance(body, cst.Tuple) else frozenset()
         # A persistent axis's programs stride over the work: any count covers it, so the arithmetic behind the
         # count (the tutorial's occupancy, NUM_REGS // (n_regs * WARP_SIZE * num_warps)) constrains nothing.
         parts = [body]
-        if persistent and isinstance(body, cst.Tuple):
-            parts = [element.value for axis, element in enumerate(body.elements) if axis not in persistent]
+        if facts and facts.persistent_axes and isinstance(body, cst.Tuple):
+            parts = [element.value for axis, element in enumerate(body.elements) if axis not in facts.persistent_axes]
         divisors, constraints = [], []
         for part in parts:
             part_divisors, part_constraints = self._divisors(part, where)
