@@ -43,13 +43,15 @@ class TuneProvider:
             return screened
         lessons = learn(self._attempts, context)
         bottleneck, bottleneck_evidence = classify_bottleneck(context.incumbent_evaluation)
-        moves = rank_moves(context, knobs, lessons, bottleneck)
+        min_gain = _gate_gain(context)
+        moves = [move for move in rank_moves(context, knobs, lessons, bottleneck)
+                 if not self._search.measured_no_faster(knobs, move.configuration, min_gain=min_gain)]
         if not moves:
             raise ProviderExhausted(
                 f"tune has no untried configuration left for {len(knobs)} knobs "
-                f"({', '.join(sorted({k.name for k in knobs}))}): every value in their domains was tried or lies past "
-                "a step that regressed; expose another knob (a BLOCK/TILE/GROUP constant, num_warps or num_stages at "
-                "the launch) or continue with an LLM provider"
+                f"({', '.join(sorted({k.name for k in knobs}))}): every value in their domains was tried, lies past "
+                "a step that regressed or was screened no faster than the incumbent; expose another knob (a "
+                "BLOCK/TILE/GROUP constant, num_warps or num_stages at the launch) or continue with an LLM provider"
             )
         best = moves[0]
         metadata = proposal_metadata(best.knob, best.direction, best.value, bottleneck, bottleneck_evidence,
@@ -62,9 +64,10 @@ class TuneProvider:
 
     async def _screened(self, context: ProposalContext, knobs: list) -> Proposal | None:
         """The joint search's next screened configuration (orchestrator/providers/tune/search.py), when the
-        run offers screening and the search is not spent; None hands over to the single-knob policy."""
+        run offers screening: a family's fastest while the search is not spent, then what it timed faster by
+        less than a family needs yet more than the gate requires; None hands over to the single-knob policy."""
         screen = context.extra.get("screen")
-        if screen is None or self._search.spent:
+        if screen is None:
             return None
         excluded = context.excluded_digests
         store = context.extra.get("infeasible")  # the run's InfeasibleStore, when the loop passes it
@@ -79,6 +82,8 @@ class TuneProvider:
             knobs, context.incumbent_source, screen, excluded=seen,
             family_size=family_size_for(dict(context.target.environment), context.target.backend),
             weights={case.case_id: case.weight for case in context.cases})
+        if screened is None:  # the search is spent: what it timed faster, by less than a family needs
+            screened = self._search.leftover(knobs, min_gain=_gate_gain(context), excluded=seen)
         if screened is None:
             return None
         bottleneck, _ = classify_bottleneck(context.incumbent_evaluation)
@@ -91,3 +96,8 @@ class TuneProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def _gate_gain(context: ProposalContext) -> float:
+    """The smallest gain the promotion gate accepts (1 - 1/min_speedup; the run passes its min_speedup)."""
+    return 1.0 - 1.0 / float(context.extra.get("min_speedup", 1.0))
