@@ -170,8 +170,9 @@ def compare_row(example: str, result: dict, study: dict) -> str:
             f"{on_first(study.get('tuned_us'))} | grid best: {best.get('config')} "
             f"{1 / best['objective'] if best.get('objective') else 0:.3f}x over the untouched kernel, first-case best "
             f"{best_first.get('config')} {micros(best_first.get('median_us'))} "
-            f"({study['measured']}/{study['launchable']} launchable of {study['grid_size']} measured, "
-            f"{study['seconds']:.0f} s; untouched {micros(study.get('baseline_us'))}) | autotune: {autotuned}")
+            f"({study['measured']} of {study['launchable']} launchable measured, {study['grid_size']} in the grid; "
+            f"{study['seconds']:.0f} s, {study.get('compile_seconds') or 0:.0f} s of it compiling ahead; untouched "
+            f"{micros(study.get('baseline_us'))}) | autotune: {autotuned}")
 
 
 def main() -> None:

@@ -12,7 +12,11 @@ measures that case alone, as sessions 2-5 did). The grid is
 walked in a fixed random order under a time cap; the report says how much of it was covered.
 `--values tile=64,128,256 warps=4,8` narrows a kind's values (the report records the grid used);
 `--compile-workers N` first compiles the grid in N parallel processes (build + verify fill the shared
-Triton cache), so the timed walk is not spent compiling (matmul configurations take seconds each).
+Triton cache), so the timed walk is not spent compiling (matmul configurations take seconds each, one compile
+per case whose shapes specialize differently); `--compile-seconds S` stops them after S seconds (the walk
+compiles the rest as it goes). `--seconds` caps the walk alone, counted from the end of the compiles: on the
+H200 (session 8) compiling 50 matmul configurations for three cases took 117.6 s of a 130 s cap that used to
+include it, and only 20 were measured.
 `--autotune` also measures, in the same process, the example under `@triton.autotune` over the same
 launchable configurations (`scripts/autotune_kernels/EXAMPLE.py`): its tuning time (build and the first
 verified call, during which Triton benchmarks every configuration) and its speed afterwards.
@@ -50,6 +54,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=90.0)
     parser.add_argument("--values", nargs="*", default=[], metavar="KIND=V1,V2", help="narrow a knob kind's values")
     parser.add_argument("--compile-workers", type=int, default=0)
+    parser.add_argument("--compile-seconds", type=float, help="stop the compile workers after this long")
     parser.add_argument("--budget-seconds", type=float, default=0.2, help="sampling budget per configuration")
     parser.add_argument("--skip-smem-over", type=float, metavar="KIB",
                         help="skip matmul configurations whose pipelined fp16 tiles need more shared memory "
@@ -139,18 +144,25 @@ def main() -> int:
         command = [sys.executable, __file__, *sys.argv[1:]]
         workers = [subprocess.Popen([*command, "--warm-shard", str(index)]) for index in range(args.compile_workers)]
         for worker in workers:
-            worker.wait()
+            left = None if args.compile_seconds is None else max(0.1, started + args.compile_seconds - time.time())
+            try:
+                worker.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                worker.kill()  # ours; what it compiled so far stays in the cache
+                worker.wait()
     compiled_seconds = time.time() - started
+    walk_started = time.time()
     results = []
     baseline = measure(source)
     tuned = measure(args.tuned.read_text()) if args.tuned and args.tuned.exists() else None
     for values in grid:
-        if time.time() - started > args.seconds:
+        if time.time() - walk_started > args.seconds:
             break
         medians = measure(configured(values))
         results.append({"config": dict(zip((k.name for k in knobs), values, strict=True)), "medians_us": medians,
                         "median_us": medians[first] if medians else None,
                         "objective": objective(medians, baseline)})
+    walked = time.time() - walk_started
     valid = [r for r in results if r["objective"]]
     best = min(valid, key=lambda r: r["objective"]) if valid else None
     best_first = min(valid, key=lambda r: r["median_us"]) if valid else None
@@ -165,7 +177,7 @@ def main() -> int:
     report = {"example": args.example, "case": first, "cases": weights, "knobs": [k.name for k in knobs],
               "grid": {k.name: grid_values[k.kind] for k in knobs},
               "grid_size": full_grid_size, "launchable": len(grid), "measured": len(results), "valid": len(valid),
-              "compile_seconds": compiled_seconds,
+              "compile_seconds": compiled_seconds, "walk_seconds": walked,
               "baseline_us": baseline[first] if baseline else None, "baseline_medians_us": baseline,
               "tuned_us": tuned[first] if tuned else None, "tuned_medians_us": tuned, "tuned_objective": tuned_objective,
               "best": best, "best_first_case": best_first,

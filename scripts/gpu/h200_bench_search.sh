@@ -35,8 +35,11 @@ case "$part" in
     wait_for_run 580
     python3 scripts/bench_search.py runs "$OUT/tune-$example" | tee -a "$OUT/summary.txt"
     if [ "$example" = matmul ]; then
-      grid=(--seconds 240 --compile-workers 14 --budget-seconds 0.1 --skip-smem-over 227
-            --values tile=64,128,256 warps=4,8 stages=2,3,4 group=1,8)
+      # 180 launchable configurations on three cases: compiles ahead capped at 150 s, the walk at 330 s; no
+      # autotune (over 180 configurations it tunes each of the three shapes, ~470 s: more than one command
+      # has left; session 6 measured it on the first case)
+      grid=(--no-autotune --seconds 330 --compile-seconds 150 --compile-workers 14 --budget-seconds 0.1
+            --skip-smem-over 227 --values tile=64,128,256 warps=4,8 stages=2,3,4 group=1,8)
     else
       grid=(--seconds 150 --compile-workers 8 --budget-seconds 0.2)
     fi

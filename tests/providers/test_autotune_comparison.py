@@ -53,6 +53,8 @@ def test_the_autotuned_example_is_verified_and_timed_beside_the_grid(example, tm
     row = load_bench_search().compare_row(example, {"wall_seconds": 1.0, "exit_code": 0,
                                                     "report": {"aggregate_speedup": 1.0}}, report)
     assert row.startswith(f"{example} over {len(cases)} case(s) | tuner: n/a") and "tuning" in row
+    assert "(1 of 1 launchable measured, 1 in the grid;" in row
+    assert 0 <= report["walk_seconds"] <= report["seconds"]  # the walk's cap counts from the end of compiles
 
 
 @pytest.mark.parametrize("example", sorted(ONE_CONFIGURATION))
