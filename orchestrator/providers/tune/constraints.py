@@ -60,6 +60,16 @@ class KernelFacts:
     uses_dot: bool
     persistent_axes: frozenset[int]  # axes whose programs stride by tl.num_programs: any program count works
     constraints: tuple[Constraint, ...]
+    program_axes: frozenset[int] = frozenset()  # the axes of every tl.program_id the kernel reads
+    # axes whose programs stride by kernel parameters (`tile += NUM_SM`): the count must equal the stride, so it
+    # is no knob of its own, but no size has to divide it either
+    strided_axes: frozenset[int] = frozenset()
+
+    @property
+    def persistent(self) -> bool:
+        """Every program id the kernel reads strides over the work (a persistent kernel): its tiles are loop
+        indices, and the program count no size has to divide."""
+        return bool(self.program_axes) and self.program_axes <= self.persistent_axes | self.strided_axes
 
 
 def _is_call(node: ast.AST, *names: str) -> bool:
@@ -187,8 +197,40 @@ def kernel_facts(tree: ast.Module) -> dict[str, KernelFacts]:
             constexprs=frozenset(constexprs), sizes=frozenset(sizes | steps),
             uses_dot=any(_is_call(node, "dot") for node in _own_nodes(function)),
             tiled=frozenset(size for size, (_, tiled) in per_size.items() if tiled),
-            persistent_axes=frozenset(axes), constraints=tuple(c for found, _ in per_size.values() for c in found))
+            persistent_axes=frozenset(axes), constraints=tuple(c for found, _ in per_size.values() for c in found),
+            program_axes=frozenset(_axis(node) for node in _own_nodes(function) if _is_call(node, "program_id")),
+            strided_axes=frozenset(_strided_axes(function, parameters)))
     return facts
+
+
+def _strided_axes(function: ast.FunctionDef, parameters: set[str]) -> set[int]:
+    """Axes whose program id starts a loop that strides by kernel parameters, as tl.num_programs strides do:
+    `for tile in tl.range(pid, num_tiles, NUM_SMS)` (Triton's persistent matmul) or `tile_idx += NUM_SM` in a
+    `while` over the tiles (its grouped GEMM), with the grid launching NUM_SM(S) programs."""
+    starts: dict[str, int] = {}  # `pid = tl.program_id(axis)`, maybe `.to(tl.int64)`: name -> axis
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Assign):
+            value = node.value
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "to":
+                value = value.func.value
+            if _is_call(value, "program_id"):
+                starts.update({target.id: _axis(value) for target in node.targets if isinstance(target, ast.Name)})
+
+    def by_parameters(stride: ast.AST) -> bool:
+        return bool(_names(stride)) and _names(stride) <= parameters
+
+    axes = set()
+    for node in _own_nodes(function):
+        if isinstance(node, ast.For) and _is_call(node.iter, "range") and len(node.iter.args) == 3:  # type: ignore[attr-defined]
+            start, _, step = node.iter.args  # type: ignore[attr-defined]
+            if isinstance(start, ast.Name) and start.id in starts and by_parameters(step):
+                axes.add(starts[start.id])
+        elif isinstance(node, (ast.For, ast.While)):
+            for sub in ast.walk(node):
+                if (isinstance(sub, ast.AugAssign) and isinstance(sub.op, ast.Add) and isinstance(sub.target, ast.Name)
+                        and sub.target.id in starts and by_parameters(sub.value)):
+                    axes.add(starts[sub.target.id])
+    return axes
 
 
 def _axis(call: ast.AST) -> int:

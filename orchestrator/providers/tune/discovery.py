@@ -104,7 +104,7 @@ def _constraints(found: Found, scan: Scan, wrapper: list[Constraint], grid: list
                 at_launch = (f'{found.variable}["{constraint.bound}"]' if found.site == "heuristic"
                              else found.launch_arguments.get(constraint.bound, ""))
             found_constraints.append(dataclasses.replace(constraint, at_launch=at_launch))
-    if facts is not None and found.name in facts.tiled:
+    if facts is not None and found.name in facts.tiled and not facts.persistent:
         grids = [f for f in scan.found if f.site == "grid" and f.kind == "grid" and f.kernel == found.kernel]
         if grids and not any(names & f.grid_names for f in grids):
             shown = ", ".join(code(f.node) for f in grids)

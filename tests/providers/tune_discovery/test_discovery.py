@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 
+from orchestrator.providers.tune.constraints import kernel_facts
 from orchestrator.providers.tune.discovery import discover
 from orchestrator.providers.tune.domains import DOMAINS
 from orchestrator.providers.tune.edits import set_literal, set_scaled
@@ -205,3 +207,22 @@ def test_a_launch_that_reads_its_knobs_from_a_dict_of_configurations_scales_or_r
     assert changed_lines(source, set_scaled(source, "launch:matmul_persistent.num_warps#0", -1)) == [
         '-        num_warps=configs[dtype]["num_warps"],', '+        num_warps=max((configs[dtype]["num_warps"]) // 2, 1),']
     assert sites["grid:matmul_persistent.grid#0"].note == "work per program set by BLOCK_SIZE_M, BLOCK_SIZE_N"
+
+
+def test_a_kernel_whose_programs_stride_by_its_own_parameter_frees_its_tiles_but_not_its_program_count():
+    """Triton's grouped-GEMM style: each program walks the tiles of every problem (`tile_idx += NUM_SM`) and the
+    grid launches `META['NUM_SM']` programs. Any tile size covers the work; the program count must stay the
+    stride, so it is no knob."""
+    source = kernel("grouped_gemm_persistent")
+    sites = by_key(source)
+    for name in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"):
+        site = sites[f"config:grouped_matmul_kernel.{name}#0"]
+        assert site.edits == ("literal",) and relations(site) == {"power_of_two": ""}, (name, site.constraints)
+    assert not [key for key, site in sites.items() if site.kind == "programs"]
+    assert sites["grid:group_gemm_fn.grid#0"].note == "no size divides it"
+    # stepping by a literal is no persistent walk: the tiles offset programs the grid does not count, pinned
+    stepped = by_key(source.replace("tile_idx += NUM_SM", "tile_idx += 1"))
+    assert relations(stepped["config:grouped_matmul_kernel.BLOCK_SIZE_M#0"])["pinned"].startswith("lambda META")
+    # Triton's persistent matmul strides a `tl.range` by NUM_SMS: persistent too, its grid still divides by tiles
+    facts = kernel_facts(ast.parse(kernel("persistent_matmul")))
+    assert [name for name, fact in facts.items() if fact.persistent] == ["matmul_kernel_persistent"]

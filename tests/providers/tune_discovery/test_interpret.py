@@ -37,6 +37,10 @@ EDITED = {
     "attention_comprehension__tiles_32": set_literal(set_literal(set_literal(
         kernel("attention_comprehension"), "config:_attn_fwd.BLOCK_M#0", 32), "config:_attn_fwd.BLOCK_N#0", 32),
         "config:_attn_fwd.num_warps#0", 2),
+    # a persistent kernel's tiles, which no grid divides: 32 x 16 x 16 tiles walked by 3 programs
+    "grouped_gemm_persistent__configs": set_configs(
+        kernel("grouped_gemm_persistent"), "autotune:grouped_matmul_kernel.configs#0",
+        [AutotuneConfig.of({"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "NUM_SM": 3})]),
     "grouped_matmul__tiles_16": set_literal(set_literal(kernel("grouped_matmul"), "wrapper:grouped_matmul.BLOCK_M#0", 16),
                                             "wrapper:grouped_matmul.BLOCK_N#0", 16),
 }
