@@ -132,7 +132,7 @@ def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...]
     if bound is not None and "next_power_of_2" in written:
         return (), (f"{bound.text()}; the wrapper already computes the smallest power of two that satisfies it, so a "
                     "smaller value is wrong and a larger one only adds masked lanes")
-    tables = found.site == "heuristic" or (found.scope is not None and found.scope.parent is not None)
+    tables = not found.default and (found.site == "heuristic" or (found.scope is not None and found.scope.parent is not None))
     if isinstance(found.node, cst.Integer):  # scaling a literal is just another literal
         return (("literal", "table") if tables else ("literal",)), ""
     return (("literal", "table", "scale") if tables else ("literal", "scale")), ""

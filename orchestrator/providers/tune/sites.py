@@ -52,6 +52,7 @@ class Launch:
 @dataclass
 class _Binding:
     value: cst.BaseExpression | None  # None: unpacked, a loop target or otherwise not one expression
+    default: bool = False  # a parameter's default, evaluated where the function is defined
 
 
 @dataclass
@@ -89,6 +90,7 @@ class Found:
     constraints: list[Constraint] = field(default_factory=list)
     scope_name: str = ""
     grid_names: set[str] = field(default_factory=set)  # names and META keys of a grid site's expression
+    default: bool = False  # a parameter's default: no table there, the shapes are not in scope yet
 
 
 def _walk(node: cst.CSTNode, *, into_scopes: bool) -> Iterator[cst.CSTNode]:
@@ -183,6 +185,8 @@ class Scan:
                 params = node.params
                 for param in (*params.posonly_params, *params.params, *params.kwonly_params):
                     inner.parameters.add(param.name.value)
+                    if isinstance(param.default, cst.Integer):  # `def scale(x, block_size=1024)`: a knob at its default
+                        inner.bindings.setdefault(param.name.value, []).append(_Binding(param.default, default=True))
                 for star in (params.star_arg, params.star_kwarg):
                     if isinstance(star, cst.Param):
                         inner.parameters.add(star.name.value)
@@ -244,7 +248,8 @@ class Scan:
                         self._feed(name, kind, binding.value, where, kernel, arguments, site, depth + 1)
                         continue
                     self._record(Found("constant" if where is self.module_scope else "wrapper", name, kind,
-                                        binding.value, where, kernel, variable=node.value, launch_arguments=arguments))
+                                        binding.value, where, kernel, variable=node.value, launch_arguments=arguments,
+                                        default=binding.default))
                 if any(binding.value is not None for binding in bindings):
                     return
         self._record(Found(site, name, kind, node, scope, kernel, launch_arguments=arguments))
@@ -278,22 +283,49 @@ class Scan:
                 continue
             self._launch(node, kernel, scope, grid.value if isinstance(grid, cst.Index) else grid)
 
+    def _unpacked_dict(self, node: cst.BaseExpression,
+                       scope: Scope) -> list[tuple[str, cst.BaseExpression, Scope]] | None:
+        """The keywords `**META` passes, when META is a dict literal or `dict(...)` call with literal keys (or a
+        name bound once to one), each with the scope it is written in; None when they cannot be read."""
+        where = scope
+        if isinstance(node, cst.Name):
+            resolved = scope.resolve(node.value)
+            bindings = resolved[1] if resolved is not None and resolved[1] is not None else []
+            if len(bindings) != 1 or bindings[0].value is None:
+                return None
+            node, where = bindings[0].value, resolved[0]  # type: ignore[index]
+        if isinstance(node, cst.Dict):
+            items = [(_string(e.key), e.value) for e in node.elements if isinstance(e, cst.DictElement)]
+            if len(items) != len(node.elements):
+                return None
+        elif isinstance(node, cst.Call) and _dotted(node.func) == "dict" and all(
+                a.keyword is not None and not a.star for a in node.args):
+            items = [(a.keyword.value, a.value) for a in node.args]  # type: ignore[union-attr]
+        else:
+            return None
+        if any(key is None for key, _ in items):
+            return None
+        return [(key, value, where) for key, value in items]  # type: ignore[misc]
+
     def _launch(self, call: cst.Call, kernel: str, scope: Scope, grid: cst.BaseExpression | None) -> None:
         facts = self.facts.get(kernel)
         parameters = facts.parameters if facts else ()
-        passed: list[tuple[str, cst.BaseExpression]] = []
+        passed: list[tuple[str, cst.BaseExpression, Scope]] = []
         star = False
         for index, argument in enumerate(call.args):
-            if argument.star:
+            unpacked = self._unpacked_dict(argument.value, scope) if argument.star == "**" else None
+            if unpacked is not None:
+                passed.extend(unpacked)
+            elif argument.star:
                 star = True
             elif argument.keyword is not None:
-                passed.append((argument.keyword.value, argument.value))
+                passed.append((argument.keyword.value, argument.value, scope))
             elif index < len(parameters):
-                passed.append((parameters[index], argument.value))
-        arguments = {name: code(value) for name, value in passed}
+                passed.append((parameters[index], argument.value, scope))
+        arguments = {name: code(value) for name, value, _ in passed}
         autotuned = self._autotuned(kernel)
         shown, options = [], []
-        for name, value in passed:
+        for name, value, where in passed:
             kind = LAUNCH_OPTIONS.get(name)
             if kind is None and facts is not None and name in facts.constexprs:
                 kind = parameter_kind(name, facts.sizes, facts.uses_dot)
@@ -307,7 +339,7 @@ class Scan:
                 options.append(name)
                 shown.append(f"{name}={_first_line(code(value), 40)}")
             if kind is not None and name != "grid":
-                self._feed(name, kind, value, scope, kernel, arguments)
+                self._feed(name, kind, value, where, kernel, arguments)
         self.launches.append(Launch(kernel or _dotted(call.func.value if isinstance(call.func, cst.Subscript) else call.func),
                                     scope.name, self.line(call), tuple(shown), tuple(options), star, autotuned))
         if grid is not None and isinstance(call.func, cst.Subscript):

@@ -226,3 +226,75 @@ def test_a_kernel_whose_programs_stride_by_its_own_parameter_frees_its_tiles_but
     # Triton's persistent matmul strides a `tl.range` by NUM_SMS: persistent too, its grid still divides by tiles
     facts = kernel_facts(ast.parse(kernel("persistent_matmul")))
     assert [name for name, fact in facts.items() if fact.persistent] == ["matmul_kernel_persistent"]
+
+
+SCALE_KERNEL = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+'''
+
+
+def test_a_wrapper_parameter_default_is_a_knob_edited_where_it_is_written():
+    """`def scale(x, block_size=1024, num_warps=4)`: the launch and the grid read the parameter, so its default
+    is the knob (a table cannot go there: the shapes are not in scope when a default is evaluated)."""
+    source = SCALE_KERNEL + '''
+
+def scale(x, block_size=1024, num_warps=4):
+    out = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[(triton.cdiv(n, block_size),)](x, out, n, BLOCK=block_size, num_warps=num_warps)
+    return out
+'''
+    sites = by_key(source)
+    block, warps = sites["wrapper:scale.BLOCK#0"], sites["wrapper:scale.num_warps#0"]
+    assert (block.kind, block.value, block.edits, relations(block)) == ("block", 1024, ("literal",), {"power_of_two": ""})
+    assert (warps.kind, warps.value, warps.edits) == ("warps", 4, ("literal",))
+    assert changed_lines(source, set_literal(source, "wrapper:scale.BLOCK#0", 4096)) == [
+        "-def scale(x, block_size=1024, num_warps=4):", "+def scale(x, block_size=4096, num_warps=4):"]
+    # a parameter without a default is no knob: its value is the caller's
+    no_default = by_key(source.replace("block_size=1024, num_warps=4", "block_size, num_warps=4"))
+    assert "wrapper:scale.BLOCK#0" not in no_default and no_default["wrapper:scale.num_warps#0"].value == 4
+
+
+def test_a_launch_unpacking_a_dict_written_where_it_can_see_passes_each_keyword_as_a_knob():
+    module_dict = SCALE_KERNEL + '''
+
+META = dict(BLOCK=1024, num_warps=4, num_stages=2)
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+    scale_kernel[grid](x, out, n, **META)
+    return out
+'''
+    sites = by_key(module_dict)
+    assert {(s.name, s.kind, s.value, s.edits) for s in sites.values() if s.site == "launch"} == {
+        ("BLOCK", "block", 1024, ("literal",)), ("num_warps", "warps", 4, ("literal",)),
+        ("num_stages", "stages", 2, ("literal",))}
+    block_key = next(key for key, site in sites.items() if site.name == "BLOCK")
+    assert changed_lines(module_dict, set_literal(module_dict, block_key, 256)) == [
+        "-META = dict(BLOCK=1024, num_warps=4, num_stages=2)", "+META = dict(BLOCK=256, num_warps=4, num_stages=2)"]
+    # a dict literal in the wrapper whose values are the wrapper's own names: followed to those assignments
+    local_dict = SCALE_KERNEL + '''
+
+def scale(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    block = 512
+    options = {"BLOCK": block, "num_warps": 2}
+    scale_kernel[(triton.cdiv(n, block),)](x, out, n, **options)
+    return out
+'''
+    local = by_key(local_dict)
+    assert local["wrapper:scale.BLOCK#0"].value == 512 and local["wrapper:scale.BLOCK#0"].edits == ("literal", "table")
+    assert local["launch:scale.num_warps#0"].value == 2
