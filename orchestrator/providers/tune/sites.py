@@ -367,9 +367,11 @@ class Scan:
         facts = self.facts.get(kernel)
         # A persistent axis's programs stride over the work: any count covers it, so the arithmetic behind the
         # count (the tutorial's occupancy, NUM_REGS // (n_regs * WARP_SIZE * num_warps)) constrains nothing.
+        elements = body.elements if isinstance(body, cst.Tuple) else ()
+        persistent = facts.persistent_axes if facts and elements else frozenset()
         parts = [body]
-        if facts and facts.persistent_axes and isinstance(body, cst.Tuple):
-            parts = [element.value for axis, element in enumerate(body.elements) if axis not in facts.persistent_axes]
+        if persistent:
+            parts = [element.value for axis, element in enumerate(elements) if axis not in persistent]
         divisors, constraints = [], []
         for part in parts:
             part_divisors, part_constraints = self._divisors(part, where)
@@ -381,10 +383,9 @@ class Scan:
         found.constraints.extend(constraints)
         found.grid_names = self._reachable(body, where)
         self._record(found)
-        if facts and facts.persistent_axes and isinstance(body, cst.Tuple):
-            for axis in sorted(facts.persistent_axes):
-                if axis < len(body.elements):
-                    self._feed("programs", "programs", body.elements[axis].value, where, kernel, arguments, site="grid")
+        for axis in sorted(persistent):
+            if axis < len(elements):
+                self._feed("programs", "programs", elements[axis].value, where, kernel, arguments, site="grid")
 
     def _expanded(self, node: cst.CSTNode, scope: Scope) -> list[tuple[cst.CSTNode, Scope]]:
         """`node` and the values of the names it reads, transitively (`cdiv(n, BLOCK)` behind a `num_blocks`), but
