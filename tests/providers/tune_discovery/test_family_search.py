@@ -8,6 +8,7 @@ are tests/judged/test_screening.py and tests/e2e/test_examples_cli.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -80,7 +81,10 @@ class Result:
 
 
 class Screens:
-    def __init__(self) -> None:
+    """Times each variant by `landscape` (None: it does not build)."""
+
+    def __init__(self, landscape: Callable[[dict[str, int]], float | None] = modelled_time) -> None:
+        self.landscape = landscape
         self.families: list[list[str]] = []
         self.screened: list[dict[str, int]] = []  # knob values of every screened variant, in order
 
@@ -89,7 +93,7 @@ class Screens:
         self.screened.extend(knob_values(source) for _, source in variants)
         results = []
         for index, (label, source) in enumerate(variants):
-            time = modelled_time(knob_values(source))
+            time = self.landscape(knob_values(source))
             variant = (ScreenedVariant(variant_id=f"v{index:02d}", status="ok", medians_us={"case": time})
                        if time is not None else
                        ScreenedVariant(variant_id=f"v{index:02d}", status="build_failed", reason="shared memory"))
@@ -180,20 +184,11 @@ def shallow_time(values: dict[str, int]) -> float:
     return 100.0 * (0.98 if w >= 8 else 1.0) * (1.0 + 0.002 * steps)
 
 
-class ShallowScreens(Screens):
-    async def __call__(self, variants: list[tuple[str, str]]) -> list[Result]:
-        self.families.append([label for label, _ in variants])
-        self.screened.extend(knob_values(source) for _, source in variants)
-        return [Result(label, source, ScreenedVariant(variant_id=f"v{index:02d}", status="ok",
-                                                      medians_us={"case": shallow_time(knob_values(source))}))
-                for index, (label, source) in enumerate(variants)]
-
-
 GATE_GAIN = 1 - 1 / 1.01  # the promotion gate's default min_speedup
 
 
-def spent_shallow_search() -> tuple[FamilySearch, ShallowScreens]:
-    search, screens = FamilySearch(seed=1), ShallowScreens()
+def spent_shallow_search() -> tuple[FamilySearch, Screens]:
+    search, screens = FamilySearch(seed=1), Screens(shallow_time)
 
     async def main():
         return await search.next_screened(tunable_knobs(KERNEL), KERNEL, screens, family_size=8,
@@ -242,7 +237,7 @@ def test_screening_tells_which_single_knob_moves_the_gate_would_not_promote():
 def test_the_tuner_proposes_screened_gains_before_guesses_and_no_move_screening_timed_slower():
     """The H200 softmax run of session 8: the spent search's 2.2 % gain was never proposed while two
     single-knob moves that screening had timed 22 % and 0.6 % slower each took a minute of the gate."""
-    screens, provider = ShallowScreens(), TuneProvider()
+    screens, provider = Screens(shallow_time), TuneProvider()
     control = shallow_time(knob_values(KERNEL))
     proposals, seen = [], set()
 
