@@ -164,13 +164,15 @@ def compare_row(example: str, result: dict, study: dict) -> str:
     autotuned = (f"{share(autotune.get('vs_best'))} of the grid best, {first}: {on_first(autotune.get('median_us'))}; "
                  f"tuning {autotune.get('tuning_seconds') or 0:.1f} s over {autotune.get('configurations', 0)} "
                  "configurations" if autotune else "not measured")
+    resumed = (f", {study['resumed']} of them by an earlier command whose {study['remeasured']} best were measured "
+               "again here" if study.get("resumed") else "")
     return (f"{example} over {len(study.get('cases') or {first: 1})} case(s) | tuner: {share(study.get('tuned_vs_best'))} "
             f"of the grid best (run {result['wall_seconds']:.0f} s, revalidated "
             f"{result['report']['aggregate_speedup'] or 0:.3f}x, exit {result['exit_code']}), {first}: "
             f"{on_first(study.get('tuned_us'))} | grid best: {best.get('config')} "
             f"{1 / best['objective'] if best.get('objective') else 0:.3f}x over the untouched kernel, first-case best "
             f"{best_first.get('config')} {micros(best_first.get('median_us'))} "
-            f"({study['measured']} of {study['launchable']} launchable measured, {study['grid_size']} in the grid; "
+            f"({study['measured']} of {study['launchable']} launchable measured, {study['grid_size']} in the grid{resumed}; "
             f"{study['seconds']:.0f} s, {study.get('compile_seconds') or 0:.0f} s of it compiling ahead; untouched "
             f"{micros(study.get('baseline_us'))}) | autotune: {autotuned}")
 

@@ -17,6 +17,10 @@ per case whose shapes specialize differently); `--compile-seconds S` stops them 
 compiles the rest as it goes). `--seconds` caps the walk alone, counted from the end of the compiles: on the
 H200 (session 8) compiling 50 matmul configurations for three cases took 117.6 s of a 130 s cap that used to
 include it, and only 20 were measured.
+Every measured configuration is appended to `OUT/tuner_study_EXAMPLE.jsonl` as it is measured, so a
+command cut short keeps what it walked; `--resume THAT_FILE` walks only the configurations it lacks (the
+compile workers too) and re-measures its `--remeasure K` best beside the tuned kernel, so a grid too large
+for one device command is covered in two while every ranking stays side by side in one process.
 `--autotune` also measures, in the same process, the example under `@triton.autotune` over the same
 launchable configurations (`scripts/autotune_kernels/EXAMPLE.py`): its tuning time (build and the first
 verified call, during which Triton benchmarks every configuration) and its speed afterwards.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import random
 import statistics
 import subprocess
@@ -63,6 +68,10 @@ def main() -> int:
     parser.add_argument("--autotune", action="store_true",
                         help="also measure @triton.autotune over the same configurations (scripts/autotune_kernels)")
     parser.add_argument("--first-case-only", action="store_true", help="measure and rank on the first case alone")
+    parser.add_argument("--resume", type=Path, metavar="JSONL",
+                        help="an earlier study's tuner_study_EXAMPLE.jsonl: walk only what it lacks")
+    parser.add_argument("--remeasure", type=int, default=5,
+                        help="with --resume: re-measure its K best here, beside the tuned kernel")
     parser.add_argument("--warm-shard", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     grid_values = dict(GRID)
@@ -88,14 +97,21 @@ def main() -> int:
     grid = list(itertools.product(*(grid_values[k.kind] for k in knobs)))
     random.Random(0).shuffle(grid)
     full_grid_size = len(grid)
+    names = [k.name for k in knobs]
     if args.skip_smem_over:
-        names = [k.name for k in knobs]
-
         def smem_kib(values) -> float:
             c = dict(zip(names, values, strict=True))
             return c["NUM_STAGES"] * (c["BLOCK_M"] * c["BLOCK_K"] + c["BLOCK_K"] * c["BLOCK_N"]) * 2 / 1024
 
         grid = [values for values in grid if smem_kib(values) <= args.skip_smem_over]
+
+    earlier = read_results(args.resume) if args.resume else []
+    covered = {tuple(r["config"][name] for name in names) for r in earlier}
+    # the earlier walk's best, each once, by its latest measurement (walk 0 is the newest)
+    latest = {tuple(r["config"][name] for name in names): r for r in sorted(earlier, key=lambda r: -r.get("walk", 0))}
+    remeasured = [values for values, r in sorted(latest.items(), key=lambda item: item[1]["objective"] or math.inf)
+                  if r["objective"]][:args.remeasure]
+    grid = remeasured + [values for values in grid if values not in covered]
 
     def configured(values) -> str:
         return apply_knobs(source, {knob.key: value for knob, value in zip(knobs, values, strict=True)})
@@ -155,13 +171,20 @@ def main() -> int:
     results = []
     baseline = measure(source)
     tuned = measure(args.tuned.read_text()) if args.tuned and args.tuned.exists() else None
-    for values in grid:
-        if time.time() - walk_started > args.seconds:
-            break
-        medians = measure(configured(values))
-        results.append({"config": dict(zip((k.name for k in knobs), values, strict=True)), "medians_us": medians,
-                        "median_us": medians[first] if medians else None,
-                        "objective": objective(medians, baseline)})
+    args.out.mkdir(parents=True, exist_ok=True)
+    record = args.out / f"tuner_study_{args.example}.jsonl"
+    with record.open("w") as lines:  # the earlier walk first (read above), then each result as it lands
+        for result in earlier:
+            lines.write(json.dumps({**result, "walk": result.get("walk", 0) + 1}) + "\n")
+        for values in grid:
+            if time.time() - walk_started > args.seconds:
+                break
+            medians = measure(configured(values))
+            results.append({"config": dict(zip(names, values, strict=True)), "medians_us": medians,
+                            "median_us": medians[first] if medians else None,
+                            "objective": objective(medians, baseline), "walk": 0})
+            lines.write(json.dumps(results[-1]) + "\n")
+            lines.flush()
     walked = time.time() - walk_started
     valid = [r for r in results if r["objective"]]
     best = min(valid, key=lambda r: r["objective"]) if valid else None
@@ -176,7 +199,9 @@ def main() -> int:
                      "vs_best": share(best, objective(medians, baseline))}
     report = {"example": args.example, "case": first, "cases": weights, "knobs": [k.name for k in knobs],
               "grid": {k.name: grid_values[k.kind] for k in knobs},
-              "grid_size": full_grid_size, "launchable": len(grid), "measured": len(results), "valid": len(valid),
+              "grid_size": full_grid_size, "launchable": len(grid) - len(remeasured) + len(covered),
+              "measured": len(covered | {tuple(r["config"][name] for name in names) for r in results}),
+              "valid": len(valid), "resumed": len(covered), "remeasured": len(remeasured),
               "compile_seconds": compiled_seconds, "walk_seconds": walked,
               "baseline_us": baseline[first] if baseline else None, "baseline_medians_us": baseline,
               "tuned_us": tuned[first] if tuned else None, "tuned_medians_us": tuned, "tuned_objective": tuned_objective,
@@ -185,10 +210,20 @@ def main() -> int:
               "tuned_vs_best_first_case": (best_first["median_us"] / tuned[first]) if best_first and tuned else None,
               "autotune": autotuned,
               "seconds": time.time() - started}
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"tuner_study_{args.example}.json").write_text(json.dumps({**report, "results": results}, indent=1))
     print(json.dumps(report))
     return 0
+
+
+def read_results(path: Path) -> list[dict]:
+    """An earlier study's results, one JSON object a line; a line cut by a kill mid-write is left out."""
+    results = []
+    for line in path.read_text().splitlines():
+        try:
+            results.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return results
 
 
 def share(best: dict | None, objective: float | None) -> float | None:

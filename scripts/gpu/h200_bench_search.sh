@@ -6,6 +6,9 @@
 # next command, made at once, waits for it and then measures; nothing else uses the GPU meanwhile.
 #   bash scripts/gpu/h200_bench_search.sh start EXAMPLE   start the tune run, then wait up to 560 s for it
 #   bash scripts/gpu/h200_bench_search.sh finish EXAMPLE  wait for the run, then the grid + autotune study
+#   bash scripts/gpu/h200_bench_search.sh more EXAMPLE [tuner_study options]
+#        the next command after finish: the grid configurations finish did not walk, with finish's 5 best
+#        measured again beside the tuned kernel (tuner_study --resume), when the grid outgrows one command
 #   bash scripts/gpu/h200_bench_search.sh ready           start-to-ready, fork server vs fresh, median of 20
 #   bash scripts/gpu/h200_bench_search.sh quick EXAMPLE SECONDS [tuner_study options]
 #        one command: a tune run with --max-total-seconds SECONDS (less than the issue's 600, so it fits), then
@@ -22,6 +25,17 @@ wait_for_run() {  # wait_for_run SECONDS: until the tune run's pid is gone
   kill -0 "$(cat "$pid_file")" 2>/dev/null && { echo "tune-$example still running after ${waited}s"; return 1; }
   echo "tune-$example finished"
 }
+grid_options() {  # the comparison grid of EXAMPLE, for finish and more
+  if [ "$example" = matmul ]; then
+    # 180 launchable configurations on three cases: compiles ahead capped at 150 s, the walk at 280 s (session
+    # 8: 150 compiles took 117.6 s, so finish covers part of the grid and `more` the rest); no autotune (over
+    # 180 configurations it tunes each of the three shapes, ~470 s; session 6 measured it on the first case)
+    echo --no-autotune --seconds 280 --compile-seconds 150 --compile-workers 14 --budget-seconds 0.1 \
+      --skip-smem-over 227 --values tile=64,128,256 warps=4,8 stages=2,3,4 group=1,8
+  else
+    echo --seconds 150 --compile-workers 8 --budget-seconds 0.2
+  fi
+}
 case "$part" in
   start)
     gpu_facts | tee -a "$OUT/summary.txt"
@@ -34,17 +48,14 @@ case "$part" in
   finish)
     wait_for_run 580
     python3 scripts/bench_search.py runs "$OUT/tune-$example" | tee -a "$OUT/summary.txt"
-    if [ "$example" = matmul ]; then
-      # 180 launchable configurations on three cases: compiles ahead capped at 150 s, the walk at 330 s; no
-      # autotune (over 180 configurations it tunes each of the three shapes, ~470 s: more than one command
-      # has left; session 6 measured it on the first case)
-      grid=(--no-autotune --seconds 330 --compile-seconds 150 --compile-workers 14 --budget-seconds 0.1
-            --skip-smem-over 227 --values tile=64,128,256 warps=4,8 stages=2,3,4 group=1,8)
-    else
-      grid=(--seconds 150 --compile-workers 8 --budget-seconds 0.2)
-    fi
     python3 scripts/bench_search.py compare --example "$example" --run "$OUT/tune-$example" --out "$OUT" \
-      "${grid[@]}" | tee -a "$OUT/summary.txt"
+      $(grid_options) | tee -a "$OUT/summary.txt"
+    ;;
+  more)
+    shift 2
+    cp "$OUT/tuner_study_$example.json" "$OUT/tuner_study_$example.finish.json"
+    python3 scripts/bench_search.py compare --example "$example" --run "$OUT/tune-$example" --out "$OUT" \
+      $(grid_options) --resume "$OUT/tuner_study_$example.jsonl" "$@" | tee -a "$OUT/summary.txt"
     ;;
   quick)
     seconds=$3; shift 3

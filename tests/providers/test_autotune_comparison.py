@@ -76,3 +76,29 @@ def test_the_bench_search_command_line_parses(tmp_path):
                                 str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT)
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert f"{tmp_path.name} no result.json" in " ".join(completed.stdout.split())
+
+
+def test_a_grid_cut_in_two_commands_is_resumed_and_its_best_measured_again(tmp_path):
+    """A grid too large for one device command: the second walks only what the first lacks and measures the
+    first's best again beside the new ones, so the ranking stays in one process."""
+    def study(values: list[str], out, *extra: str) -> dict:
+        command = [sys.executable, str(PROJECT_ROOT / "scripts" / "tuner_study.py"), "--example", "softmax",
+                   "--bundle", ".", "--values", *values, "--seconds", "120", "--out", str(out), *extra]
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=280, cwd=PROJECT_ROOT,
+                                   env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(PROJECT_ROOT)})
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        return json.loads(completed.stdout.strip().splitlines()[-1])
+
+    first = study(["block=64", "warps=1", "stages=1"], tmp_path / "first")
+    earlier = tmp_path / "first" / "tuner_study_softmax.jsonl"
+    assert [json.loads(line)["config"]["BLOCK_SIZE"] for line in earlier.read_text().splitlines()] == [64]
+    assert first["measured"] == first["launchable"] == 1 and first["resumed"] == 0
+    second = study(["block=64,128", "warps=1", "stages=1"], tmp_path / "second", "--resume", str(earlier))
+    assert (second["resumed"], second["remeasured"], second["measured"], second["launchable"]) == (1, 1, 2, 2)
+    lines = [json.loads(line) for line in (tmp_path / "second" / "tuner_study_softmax.jsonl").read_text().splitlines()]
+    assert [(line["config"]["BLOCK_SIZE"], line["walk"]) for line in lines] == [(64, 1), (64, 0), (128, 0)]
+    # the best is ranked on this command's own measurements only
+    assert second["best"]["config"]["BLOCK_SIZE"] in (64, 128) and second["best"]["walk"] == 0
+    row = load_bench_search().compare_row("softmax", {"wall_seconds": 1.0, "exit_code": 0,
+                                                      "report": {"aggregate_speedup": 1.0}}, second)
+    assert "(2 of 2 launchable measured, 2 in the grid, 1 of them by an earlier command whose 1 best" in row
