@@ -5,21 +5,22 @@
 #     a: start-to-ready (median of 20 each) and the softmax example tuned for 200 s
 #     b: the matmul example tuned for 250 s and the tutorial layer norm for 170 s
 #     c: the tutorial softmax and matmul, 170 s each
+#   bash scripts/gpu/h200_search.sh one FILE ENTRY KIND SECONDS   one tutorial kernel tuned for SECONDS
 # Runs write under /tmp/search; $OUT gets summary.txt and one tarball of results, logs and screening records.
 part=${1:-a}
 final_out=${OUT:-}
 export OUT=/tmp/search
 source "$(dirname "$0")/common.sh"
 gpu_facts | tee -a "$OUT/summary.txt"
-tutorial() {  # tutorial FILE ENTRY KIND: init-bundle for the H200, then tune for 170 s
-  local file=$1 entry=$2 kind=$3 dir="$OUT/bundle-$1" t0
+tutorial() {  # tutorial FILE ENTRY KIND [SECONDS]: init-bundle for the H200, then tune (170 s unless given)
+  local file=$1 entry=$2 kind=$3 seconds=${4:-170} dir="$OUT/bundle-$1" t0
   tlx init-bundle --kernel "examples/tutorials/$file.py" --entry "$entry" --kind "$kind" --backend cuda \
     --arch h200 --out "$dir" > "$OUT/init-$file.json" 2>&1 || { echo "init-bundle $file failed"; tail -5 "$OUT/init-$file.json"; }
   cp "examples/tutorials/$file.py" "$dir/kernel.py"
   t0=$(date +%s)
-  timeout 185 python3 -m orchestrator.cli optimize --kernel "$dir/kernel.py" --harness "$dir/harness.py" \
+  timeout $((seconds + 15)) python3 -m orchestrator.cli optimize --kernel "$dir/kernel.py" --harness "$dir/harness.py" \
     --cases "$dir/cases.json" --target "$dir/target.json" --output-dir "$OUT/tutorial-$file" --provider tune \
-    --max-total-seconds 170 --worker-start forkserver --no-commit-winner \
+    --max-total-seconds "$seconds" --worker-start forkserver --no-commit-winner \
     > "$OUT/tutorial-$file.json" 2> "$OUT/tutorial-$file.log" || true
   echo "tutorial-$file wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
   summary "tutorial-$file" "$OUT/tutorial-$file.json"
@@ -39,6 +40,9 @@ case "$part" in
   c)
     tutorial softmax softmax rowwise
     tutorial matmul matmul gemm
+    ;;
+  one)
+    tutorial "$2" "$3" "$4" "$5"
     ;;
 esac
 python3 scripts/bench_search.py runs "$OUT"/*-tune "$OUT"/tutorial-* 2>/dev/null | grep -v "no result" | tee -a "$OUT/summary.txt" || true
