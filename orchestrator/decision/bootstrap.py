@@ -12,7 +12,9 @@ the test is a two-level bootstrap of the weighted mean log speedup:
   widens the interval when the incumbent disagrees with itself. A run's shift is shared by all its cases:
   drift is process-wide and does not average out over cases.
   Once the run has learnt the between-run sd from repeated sources (`learned_sd`, pooled and t-inflated by
-  `orchestrator.decision.noise.noise_from_history`), the shift is drawn from N(0, max(noise_floor, learned_sd)²) instead.
+  `orchestrator.decision.noise.noise_from_history`), the shift is drawn from N(0, max(noise_floor, learned_sd)²) instead,
+  scaled per case by that case's own learnt sd where it has one (`learned_sd_by_case`): one standard-normal
+  draw per run, shared, so the cases drift together but each by its own amount.
 The bootstrap gives the shape of the noise, the point estimate its centre; the lower bound is the
 (1 - confidence) quantile and the gain is above noise when it exceeds 1.0. On simulated H200 noise (drift
 0.2 %, CV 1 %, A/B/A, 5000 trials) A/A was above noise in 0.5 % of trials (promoted at 1.01: 0.1 %), a 2 % gain
@@ -75,12 +77,13 @@ def promotion_test(
     seed: int = 0,
     noise_floor: float = 0.002,
     learned_sd: float | None = None,
+    learned_sd_by_case: Mapping[str, float] | None = None,
 ) -> PromotionTest:
     """Test candidate vs incumbent runs (case_id -> one list of samples, in µs, per worker run).
 
     Without `learned_sd` the between-run sd is hypot(floor, this trial's own run spread); with it (the
     run's pooled estimate of repeated sources, which already holds this trial's repeats) it is
-    max(floor, learned_sd).
+    max(floor, the case's own entry of `learned_sd_by_case`, else `learned_sd`).
     """
     case_ids = _validated_case_ids(candidate, incumbent, weights)
     if not 0.5 < confidence < 1.0:
@@ -91,6 +94,10 @@ def promotion_test(
         raise ValueError(f"noise_floor must be a finite number >= 0, got {noise_floor}")
     if learned_sd is not None and not (math.isfinite(learned_sd) and learned_sd >= 0):
         raise ValueError(f"learned_sd must be a finite number >= 0, got {learned_sd}")
+    by_case = dict(learned_sd_by_case or {}) if learned_sd is not None else {}
+    for case_id, sd in by_case.items():
+        if not (math.isfinite(sd) and sd >= 0):
+            raise ValueError(f"learned_sd_by_case[{case_id!r}] must be a finite number >= 0, got {sd}")
     if not (math.isfinite(min_speedup) and min_speedup > 0):
         raise ValueError(f"min_speedup must be a positive number, got {min_speedup}")
 
@@ -114,7 +121,7 @@ def promotion_test(
         candidate_log_medians = np.log(candidate_medians)
         observed_spread = _pooled_log_spread([incumbent_log_medians, candidate_log_medians])
         between_run_sd = (math.hypot(noise_floor, observed_spread) if learned_sd is None
-                          else max(noise_floor, learned_sd))
+                          else max(noise_floor, by_case.get(case_id, learned_sd)))
 
         incumbent_level = _bootstrap_side_log_level(
             incumbent_runs, incumbent_drift, between_run_sd, resamples, rng
@@ -154,7 +161,10 @@ def promotion_test(
             "two-level bootstrap of the weighted log speedup: circular block bootstrap of samples within runs, "
             + (f"per-run log shift N(0, floor^2 + observed run spread^2) shared across cases; floor {noise_floor:.2%}, "
                if learned_sd is None else
-               f"per-run log shift N(0, max(floor {noise_floor:.2%}, learned {learned_sd:.2%})^2) shared across cases, ")
+               f"per-run log shift N(0, max(floor {noise_floor:.2%}, learned {learned_sd:.2%})^2) shared across cases, "
+               if not by_case else
+               "per-run log shift shared across cases, N(0, max(floor, the case's learned sd)^2): "
+               + ", ".join(f"{c} {max(noise_floor, by_case.get(c, learned_sd)):.2%}" for c in case_ids) + "; ")
             + f"{resamples} resamples, seed {seed}"
         ),
         passes_noise=passes_noise,

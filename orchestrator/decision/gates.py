@@ -111,7 +111,8 @@ def decide(
             {c.case_id: _runs(candidates, c.case_id) for c in passing},
             {c.case_id: _runs(incumbents, c.case_id) for c in passing},
             {c.case_id: c.weight for c in passing}, budget.min_speedup, confidence=confidence, seed=test_seed,
-            noise_floor=noise.floor, learned_sd=noise.learned_sd)
+            noise_floor=noise.floor, learned_sd=noise.learned_sd,
+            learned_sd_by_case=noise.by_case)
     gates = {
         "correct": correct,
         "speedup": aggregate >= budget.min_speedup,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 
 from orchestrator.decision.statistics import pooled_between_run_sd, student_t_quantile
@@ -16,41 +16,53 @@ class BetweenRunNoise:
     """What the promotion test assumes about the scatter of fresh worker runs of one source.
 
     `floor` is never undercut. `learned_sd` is the pooled between-run sd of every source the run measured
-    more than once, scaled by t(dof)/z at the test's confidence because it is itself an estimate; when it
-    is present it replaces the per-trial spread (that spread is already pooled into it).
+    more than once, scaled by t(dof)/z at the test's confidence because it is itself an estimate, for the
+    noisiest case (`raw_sd`, `dof` are that case's); `by_case` holds each learnable case's own. When
+    present they replace the per-trial spread (that spread is already pooled into them): a case uses its
+    own, a case without one the noisiest. Cases differ (H200, tutorial layer norm: a ragged 17-20 µs case
+    15 % apart between processes, its 42 µs neighbour within 0.3 %), so one case's scatter must not widen
+    another's. Records decided before `by_case` existed are replayed with it empty: the noisiest for all.
     """
 
     floor: float = DEFAULT_NOISE_FLOOR
     learned_sd: float | None = None
     raw_sd: float | None = None
     dof: int = 0
+    by_case: dict[str, float] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, float | int | None]:
-        return {"floor": self.floor, "learned_sd": self.learned_sd, "raw_sd": self.raw_sd, "dof": self.dof}
+    def as_dict(self) -> dict[str, object]:
+        return {"floor": self.floor, "learned_sd": self.learned_sd, "raw_sd": self.raw_sd, "dof": self.dof,
+                "by_case": dict(self.by_case)}
 
     def describe(self) -> str:
         if self.learned_sd is None:
             return f"assumed floor {self.floor:.2%}"
-        return f"learned {self.raw_sd:.2%} over {self.dof} dof -> {self.learned_sd:.2%} at the test's confidence"
+        return (f"learned {self.raw_sd:.2%} over {self.dof} dof -> {self.learned_sd:.2%} at the test's confidence"
+                + (f" (noisiest case; per case {', '.join(f'{c} {sd:.2%}' for c, sd in sorted(self.by_case.items()))})"
+                   if len(self.by_case) > 1 else ""))
 
 
 def noise_from_history(groups_by_case: dict[str, list[list[float]]], *, confidence: float = 0.99,
                        floor: float = DEFAULT_NOISE_FLOOR, min_dof: int = 2) -> BetweenRunNoise:
-    """The between-run noise learnt from repeated sources: the worst case's pooled sd, t-inflated.
+    """The between-run noise learnt from repeated sources: each case's pooled sd, t-inflated, and the
+    noisiest of them.
 
-    `groups_by_case[case_id]` holds, per source measured more than once, the medians of its runs. With
-    fewer than `min_dof` degrees of freedom in every case nothing is learnt and the floor stands alone.
+    `groups_by_case[case_id]` holds, per source measured more than once, the medians of its runs. A case
+    with fewer than `min_dof` degrees of freedom learns nothing; with none learnt the floor stands alone.
     """
     z = NormalDist().inv_cdf(confidence)
-    worst: BetweenRunNoise | None = None
-    for groups in groups_by_case.values():
+    by_case: dict[str, float] = {}
+    worst: tuple[float, float, int] | None = None  # (inflated, raw sd, dof) of the noisiest case
+    for case_id, groups in groups_by_case.items():
         sd, dof = pooled_between_run_sd(groups)
         if dof < min_dof:
             continue
-        inflated = sd * student_t_quantile(confidence, dof) / z
-        if worst is None or inflated > (worst.learned_sd or 0.0):
-            worst = BetweenRunNoise(floor=floor, learned_sd=inflated, raw_sd=sd, dof=dof)
-    return worst or BetweenRunNoise(floor=floor)
+        by_case[case_id] = inflated = sd * student_t_quantile(confidence, dof) / z
+        if worst is None or inflated > worst[0]:
+            worst = (inflated, sd, dof)
+    if worst is None:
+        return BetweenRunNoise(floor=floor)
+    return BetweenRunNoise(floor=floor, learned_sd=worst[0], raw_sd=worst[1], dof=worst[2], by_case=by_case)
 
 
 def noise_from_run_medians(run_medians: dict[str, dict[str, list[float]]], *, confidence: float = 0.99,

@@ -20,6 +20,7 @@ measurements that such a run would not have made (`after_divergence`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Coroutine, Sequence
@@ -49,7 +50,8 @@ VETO = "profile veto: "  # how `decide` words a failed profile gate
 class Policy(StrictModel):
     """What to decide with instead of what each decision used; None keeps the recorded value. `noise_model`
     "recorded" keeps the model each record was decided with (learnt from the run's history where it records
-    `between_run_noise`, the floor alone before that); "learned" and "floor" force one."""
+    `between_run_noise`, per case where that holds `by_case` and the noisiest case's for all before that, the
+    floor alone before any); "learned" (per case, as runs decide now) and "floor" force one."""
 
     min_speedup: float | None = Field(default=None, ge=1.0)
     confidence: float | None = Field(default=None, gt=0.5, lt=1.0)
@@ -255,6 +257,7 @@ class _Inputs:
     confidence: float
     floor: float
     learned: bool  # noise learnt from the run's history (else the floor and the trial's own spread)
+    per_case: bool  # learnt per case (else the noisiest case's for every case, as records before `by_case`)
     seed: int | None
     veto: str | None
 
@@ -298,6 +301,7 @@ class _Replay:
                          DEFAULT_NOISE_FLOOR),
             learned=policy.noise_model == "learned" or policy.noise_model == "recorded" and (
                 "between_run_noise" in statistics if statistics else self.run_learns),
+            per_case=policy.noise_model == "learned" or "by_case" in recorded_noise,
             seed=recorded_seed(statistics), veto=veto)
 
     def experiment(self, record: ExperimentRecord) -> ExperimentReplay:
@@ -342,8 +346,10 @@ class _Replay:
             carried.append("profile veto")
 
         def noise_now() -> BetweenRunNoise:
-            return self.history.noise(given.confidence, given.floor) if given.learned \
-                else BetweenRunNoise(floor=given.floor)
+            if not given.learned:
+                return BetweenRunNoise(floor=given.floor)
+            learned = self.history.noise(given.confidence, given.floor)
+            return learned if given.per_case else dataclasses.replace(learned, by_case={})
 
         def verdict(runs: list[Evaluation], noise: BetweenRunNoise, profile_veto: str | None = None) -> Verdict:
             decided = decide(self.cases, [e for e in runs if e.label == role],

@@ -5,8 +5,9 @@ Recorded runs used here:
   its between-run noise; the softmax and matmul files kept each run's statistics but dropped raw samples.
 - docs/data/h200-records-2026-12-01/{matmul_tune,softmax_tune,va_replay}/: complete H200 records (raw samples,
   learnt noise, a confirmation pair in softmax, a deep profile in vector_add) of `scripts/gpu/h200_house.sh`.
-- tests/decision/fixtures/synthetic-run/: a run of the synthetic CPU bundle with today's loop (learnt noise,
-  a confirmation pair, a deep profile, an incorrect candidate, a duplicate), made with
+- tests/decision/fixtures/synthetic-run/: a run of the synthetic CPU bundle (learnt noise, a confirmation
+  pair, a deep profile, an incorrect candidate, a duplicate; recorded before the noise was learnt per case,
+  so its records hold no `by_case` and replay with the noisiest case's noise for every case), made with
   `tlx-agent --kernel tests/e2e/synthetic/kernel.py --harness tests/e2e/synthetic/harness.py
   --cases tests/e2e/synthetic/cases.json --target tests/e2e/synthetic/target.json --provider replay
   --replay-dir CANDIDATES --max-rounds 3 --min-speedup 1.004 --no-commit-winner --output-dir OUT`
@@ -290,3 +291,24 @@ def test_cli_bad_input_is_one_line_and_exit_1(tmp_path, argv, message):
     assert run.stderr.startswith(f"[tlx-agent] error: {message.format(**paths)}")
     assert json.loads(run.stdout)["success"] is False
 
+
+
+def test_records_with_per_case_noise_replay_per_case_and_older_ones_with_the_noisiest(tmp_path):
+    """A record written since the run learns noise per case holds `by_case` in `between_run_noise` and is
+    replayed that way; one written before replays with the noisiest case's noise for every case, as decided."""
+    _records, as_recorded = replay(SYNTHETIC_RUN)
+    _records, per_case = replay(SYNTHETIC_RUN, Policy(noise_model="learned"))
+    changed = [r.experiment_id for r in per_case.experiments if r.first_difference == "lower_bound"]
+    assert changed and as_recorded.all_match  # the two models differ on this run, and the old one reproduces
+    newer = tmp_path / "run"
+    shutil.copytree(SYNTHETIC_RUN, newer)
+    listing = json.loads((newer / "experiments.json").read_text())
+    for record in listing:
+        noise = (record.get("statistics") or {}).get("between_run_noise")
+        if noise is not None:
+            noise["by_case"] = {}  # its presence marks the model; the replay learns the values again
+    (newer / "experiments.json").write_text(json.dumps(listing))
+    _records, newer_replay = replay(newer)
+    assert [r.simulated.lower_bound for r in newer_replay.experiments] == \
+        [r.simulated.lower_bound for r in per_case.experiments]
+    assert [r.experiment_id for r in newer_replay.experiments if r.first_difference == "lower_bound"] == changed
