@@ -20,7 +20,7 @@ import libcst as cst
 from orchestrator.providers.tune.constraints import Constraint, launch_option_constraints, wrapper_constraints
 from orchestrator.providers.tune.domains import DOMAINS
 from orchestrator.providers.tune.forms import AutotuneConfig, code, read_scaled
-from orchestrator.providers.tune.sites import SITE_WORDS, Found, Launch, Scan
+from orchestrator.providers.tune.sites import SITE_WORDS, TRITON_DEFAULTS, Found, Launch, Scan
 
 _BOUNDS = ("at_least", "greater_than")
 
@@ -132,6 +132,8 @@ def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...]
     if bound is not None and "next_power_of_2" in written:
         return (), (f"{bound.text()}; the wrapper already computes the smallest power of two that satisfies it, so a "
                     "smaller value is wrong and a larger one only adds masked lanes")
+    if found.absent_from is not None:  # a keyword to add: one value for every shape
+        return ("literal",), ""
     tables = not found.default and (found.site == "heuristic" or (found.scope is not None and found.scope.parent is not None))
     if isinstance(found.node, cst.Integer):  # scaling a literal is just another literal
         return (("literal", "table") if tables else ("literal",)), ""
@@ -189,21 +191,32 @@ def locate(source: str) -> Located | None:
     wrapper = wrapper_constraints(ast.parse(source), variables)
     grid = [(found.kernel, c) for found in scan.found if found.site == "grid" for c in found.constraints]
     ordered = sorted(scan.found, key=lambda f: (scan.positions[f.node].start.line, scan.positions[f.node].start.column))
+    read = []
+    for found in ordered:
+        line = scan.line(found.node)
+        constraints = _constraints(found, scan, wrapper, grid, line) if found.site != "grid" else list(found.constraints)
+        read.append((found, line, constraints, *_edits(found, constraints)))
+    # Launch options a launch leaves to Triton's default are knobs only for a kernel with no tunable size: there
+    # they are all there is to tune (a row block the shape fixes); beside tunable sizes the author's choice to
+    # leave them out stands, and the sizes' search stays as measured on the H200.
+    sized = {found.kernel for found, _, _, edits, _ in read if edits and found.kind not in ("warps", "stages")}
     ordinals: dict[tuple[str, str, str], int] = {}
     sites, by_key = [], {}
-    for found in ordered:
+    for found, line, constraints, edits, note in read:
+        if found.absent_from is not None and found.kernel in sized:
+            continue
         scope = _scope_name(found)
         ordinal = ordinals.get((found.site, scope, found.name), 0)
         ordinals[(found.site, scope, found.name)] = ordinal + 1
         key = f"{found.site}:{scope + '.' if scope else ''}{found.name}#{ordinal}"
-        line = scan.line(found.node)
-        constraints = _constraints(found, scan, wrapper, grid, line) if found.site != "grid" else list(found.constraints)
-        edits, note = _edits(found, constraints)
         scaled = read_scaled(found.node, found.kind) if "scale" in edits else None
         literal = found.node.evaluated_value if isinstance(found.node, cst.Integer) else None
+        if found.absent_from is not None:  # Triton's default until the tuner writes the keyword
+            literal = TRITON_DEFAULTS[found.name]
         sites.append(KnobSite(
             key=key, name=found.name, kind=found.kind, site=found.site,
-            expression=code(scaled.base if scaled else found.node), value=literal if isinstance(literal, int) else None,
+            expression=str(literal) if found.absent_from is not None else code(scaled.base if scaled else found.node),
+            value=literal if isinstance(literal, int) else None,
             line=line, scope=scope, kernel=found.kernel,
             variable=found.variable if found.variable != found.name and found.site != "heuristic" else "",
             step=scaled.step if scaled else 0, domain=DOMAINS.get(found.kind, ()), edits=edits,

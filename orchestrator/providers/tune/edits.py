@@ -101,7 +101,26 @@ class _Absolute(cst.CSTTransformer):
         return updated.with_changes(indent=False)
 
 
+def _add_keyword(located: Located, key: str, text: str) -> str:
+    """`name=text` appended to the launch that does not pass the option yet; the other arguments stay."""
+    found = located.found[key]
+    call = found.absent_from
+    assert call is not None
+    keyword = cst.Arg(value=cst.parse_expression(text), keyword=cst.Name(found.name),
+                      equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                            whitespace_after=cst.SimpleWhitespace("")))
+    arguments = list(call.args)
+    if arguments:  # `f(a, b)` -> `f(a, b, name=v)`; a trailing comma moves to the new last argument
+        last = arguments[-1]
+        if isinstance(last.comma, cst.Comma):
+            keyword = keyword.with_changes(comma=last.comma)
+        arguments[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return located.scan.module.deep_replace(call, call.with_changes(args=arguments + [keyword])).code  # type: ignore[union-attr]
+
+
 def _replace(located: Located, key: str, text: str, *, absolute: bool = False) -> str:
+    if located.found[key].absent_from is not None:
+        return _add_keyword(located, key, text)
     old = located.found[key].node
     new = cst.parse_expression(text)
     if absolute:

@@ -90,7 +90,7 @@ def _suggestions(discovery: Discovery) -> list[str]:
         if launch.star:
             edits.append(f"pass the launch options of {launch.kernel} at line {launch.line} as keywords "
                          "(num_warps=..., BLOCK_SIZE=...) instead of through *args or **kwargs")
-        if not launch.autotuned and "num_warps" not in launch.options:
+        if not launch.autotuned and "num_warps" not in launch.options and launch.kernel not in discovery.kernels:
             edits.append(f"add num_warps=4 (Triton's default, so nothing changes) to the launch of {launch.kernel} at "
                          f"line {launch.line}")
     for kernel in discovery.kernels:

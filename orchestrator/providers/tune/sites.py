@@ -32,6 +32,8 @@ SITE_WORDS = {
     "heuristic": "triton.heuristics entry", "grid": "launch grid",
 }
 LAUNCH_OPTIONS = {"num_warps": "warps", "num_stages": "stages"}
+# What Triton's CUDA backend uses for a launch option the launch does not pass (CUDAOptions in Triton 3.x).
+TRITON_DEFAULTS = {"num_warps": 4, "num_stages": 3}
 _SHAPE_CALLS = ("numel", "size", "stride")
 _PASSING_CALLS = ("list", "tuple", "sorted", "filter")  # calls whose result holds the entries they are given
 
@@ -91,6 +93,9 @@ class Found:
     scope_name: str = ""
     grid_names: set[str] = field(default_factory=set)  # names and META keys of a grid site's expression
     default: bool = False  # a parameter's default: no table there, the shapes are not in scope yet
+    # A launch option the launch does not pass (Triton's default applies): the launch it would be added to.
+    # `node` is then an anchor on that launch's line (its `kernel[grid]`, or `kernel` for the second option).
+    absent_from: cst.Call | None = None
 
 
 def _walk(node: cst.CSTNode, *, into_scopes: bool) -> Iterator[cst.CSTNode]:
@@ -342,8 +347,28 @@ class Scan:
                 self._feed(name, kind, value, where, kernel, arguments)
         self.launches.append(Launch(kernel or _dotted(call.func.value if isinstance(call.func, cst.Subscript) else call.func),
                                     scope.name, self.line(call), tuple(shown), tuple(options), star, autotuned))
+        if kernel and isinstance(call.func, cst.Subscript) and not star and not autotuned:
+            self._absent_options(call, kernel, scope, {name for name, _, _ in passed}, arguments)
         if grid is not None and isinstance(call.func, cst.Subscript):
             self._grid(grid, scope, kernel, arguments)
+
+    def _absent_options(self, call: cst.Call, kernel: str, scope: Scope, passed: set[str],
+                        arguments: dict[str, str]) -> None:
+        """`num_warps` / `num_stages` that a plain launch leaves to Triton's default: knobs at that default,
+        edited by adding the keyword (`kernel[(n_rows,)](y, x, n_cols, BLOCK_SIZE=BLOCK_SIZE)` has no other).
+        `num_stages` only for a kernel with a loop: software pipelining has nothing else to overlap."""
+        left_alone = {f.name for f in self.found if f.site == "heuristic" and f.kernel == kernel}
+        body = self.kernel_nodes[kernel]
+        if not any(isinstance(node, (cst.For, cst.While)) for node in _walk(body, into_scopes=True)):
+            left_alone.add("num_stages")
+        func = call.func
+        assert isinstance(func, cst.Subscript)
+        anchors = {"num_warps": func, "num_stages": func.value}
+        for option, kind in LAUNCH_OPTIONS.items():
+            if option in passed or option in left_alone:
+                continue
+            self._record(Found("launch", option, kind, anchors[option], scope, kernel, launch_arguments=arguments,
+                               absent_from=call, note=f"not passed: Triton's default {TRITON_DEFAULTS[option]} applies"))
 
     def _autotuned(self, kernel: str) -> bool:
         node = self.kernel_nodes.get(kernel)

@@ -32,6 +32,9 @@ def _error(path: Path) -> float:
     elif style == "layer_norm":
         weight, bias = torch.randn(300, generator=generator), torch.randn(300, generator=generator)
         got, want = module.layer_norm(x, weight, bias), torch.nn.functional.layer_norm(x, (300,), weight, bias)
+    elif style == "head_copy":  # D must equal the row length, a power of two
+        rows = torch.randn(5, 64, generator=generator)
+        got, want = module.head_copy(rows), rows
     elif style == "row_sum_heuristics":
         got, want = module.row_sum(x), x.sum(dim=-1)
     elif style == "matmul_autotune":

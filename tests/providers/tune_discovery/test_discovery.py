@@ -10,6 +10,7 @@ from orchestrator.providers.tune.discovery import discover
 from orchestrator.providers.tune.domains import DOMAINS
 from orchestrator.providers.tune.edits import set_literal, set_scaled
 from orchestrator.providers.tune.forms import AutotuneConfig
+from tests.providers.conftest import VECTOR_ADD
 from tests.providers.tune_discovery import changed_lines, drop_lines, kernel
 
 
@@ -124,7 +125,10 @@ def test_an_unmasked_tile_the_grid_does_not_divide_by_is_pinned():
     (size,) = [site for site in discovery.sites if site.name == "D"]
     assert (size.site, size.expression, size.edits) == ("launch", "x.shape[1]", ())
     assert "its grid (x.shape[0],) does not divide by it" in size.note
-    assert discovery.tunable == ()
+    # what is left to tune is the num_warps its launch leaves to Triton (no loop: no num_stages)
+    (warps,) = discovery.tunable
+    assert (warps.key, warps.value, warps.expression, warps.edits) == ("launch:head_copy.num_warps#0", 4, "4", ("literal",))
+    assert warps.note == "not passed: Triton's default 4 applies"
 
 
 def test_module_constants_as_before_and_every_site_is_json():
@@ -298,3 +302,32 @@ def scale(x):
     local = by_key(local_dict)
     assert local["wrapper:scale.BLOCK#0"].value == 512 and local["wrapper:scale.BLOCK#0"].edits == ("literal", "table")
     assert local["launch:scale.num_warps#0"].value == 2
+
+
+def test_launch_options_left_to_triton_are_knobs_only_where_nothing_else_is_tunable():
+    """Triton's defaults (num_warps 4, num_stages 3) become knobs of a kernel with no tunable size, num_stages
+    only where the kernel loops; never beside a tunable size, under autotune, through **kwargs, or where a
+    heuristic sets the option."""
+    copy = kernel("head_copy")
+    assert [site.key for site in discover(copy).tunable] == ["launch:head_copy.num_warps#0"]
+    layer_norm = by_key(kernel("layer_norm"))  # BLOCK_SIZE pinned, num_warps passed, a loop over the columns
+    stages = layer_norm["launch:layer_norm.num_stages#0"]
+    assert (stages.value, stages.expression, stages.edits, relations(stages)) == (3, "3", ("literal",), {"at_least": "1"})
+    assert "launch:layer_norm.num_warps#0" not in layer_norm  # passed: the wrapper's assignment is the knob
+    without = kernel("softmax").replace("num_warps=num_warps, ", "")  # a row block, no loop: num_warps alone
+    assert [site.key for site in discover(without).tunable] == ["launch:softmax.num_warps#0"]
+    assert not any(site.name in ("num_warps", "num_stages") for site in discover(VECTOR_ADD).sites)  # sized
+    starred = copy.replace("D=x.shape[1])", "D=x.shape[1], **options)")
+    assert discover(starred).tunable == ()
+    heuristic = copy.replace("@triton.jit", "@triton.heuristics({'num_warps': lambda args: 2})\n@triton.jit")
+    assert [site.key for site in discover(heuristic).tunable] == ["heuristic:head_copy_kernel.num_warps#0"]
+
+
+def test_adding_a_launch_option_keeps_every_other_byte_and_the_key():
+    multiline = kernel("head_copy").replace("head_copy_kernel[(x.shape[0],)](x, out, D=x.shape[1])",
+                                            "head_copy_kernel[(x.shape[0],)](\n        x, out,\n        D=x.shape[1],\n    )")
+    edited = set_literal(multiline, "launch:head_copy.num_warps#0", 8)
+    assert changed_lines(multiline, edited) == ["-        D=x.shape[1],", "+        D=x.shape[1], num_warps=8,"]
+    ast.parse(edited)
+    again = by_key(edited)["launch:head_copy.num_warps#0"]
+    assert (again.value, again.expression, again.note) == (8, "8", "")

@@ -23,6 +23,9 @@ EDITED = {
     "layer_norm__warps_x2": set_scaled(kernel("layer_norm"), "wrapper:layer_norm.num_warps#0", 1),
     "layer_norm__warps_table": set_table(kernel("layer_norm"), "wrapper:layer_norm.num_warps#0", "N", {300: 2}),
     # 512 / 4 = 128 columns per step: three loop steps over the 300 columns
+    # launch options the launch left to Triton, added as keywords
+    "layer_norm__stages_added": set_literal(kernel("layer_norm"), "launch:layer_norm.num_stages#0", 2),
+    "head_copy__warps_added": set_literal(kernel("head_copy"), "launch:head_copy.num_warps#0", 2),
     "layer_norm__block_quartered": set_scaled(UNCHECKED_LAYER_NORM, "wrapper:layer_norm.BLOCK_SIZE#0", -2),
     "row_sum_heuristics__block_halved": set_scaled(kernel("row_sum_heuristics"),
                                                    "heuristic:row_sum_kernel.BLOCK_SIZE#0", -1),

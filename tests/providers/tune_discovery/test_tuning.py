@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from orchestrator.providers.base import Proposal, ProviderExhausted
-from orchestrator.providers.tune import TuneProvider
+from orchestrator.providers.tune import TuneProvider, discover
 from orchestrator.providers.tune.explain import NoKnobFound
 from tests.providers.conftest import VECTOR_ADD, context
 from tests.providers.test_tune import digest_record
@@ -63,8 +63,10 @@ def test_layer_norm_scales_its_num_warps_heuristic_and_learns_from_the_result():
     history = (digest_record("r001-c000", first.source, speedup=0.9),)
     second = trio.run(provider.propose, context(source=source, history=history, round_index=2))
     assert "num_warps x1->x2 rejected at 0.900x" in second.metadata.evidence
-    assert changed_lines(source, second.source)[1] == "+    num_warps = max((min(max(BLOCK_SIZE // 256, 1), 8)) // 2, 1)"
-    assert moved_lines(source, neutral_walk(source)) == {"    num_warps = min(max(BLOCK_SIZE // 256, 1), 8)"}
+    assert "2 * (" not in second.source  # the rejected direction is not proposed again
+    # its launch leaves num_stages to Triton (default 3) and the kernel loops over the columns: a knob too
+    assert moved_lines(source, neutral_walk(source)) == {"    num_warps = min(max(BLOCK_SIZE // 256, 1), 8)",
+                                                         "                         BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)"}
 
 
 def test_heuristics_are_tuned_inside_their_lambdas():
@@ -93,24 +95,40 @@ def test_constrained_knobs_are_never_proposed_below_their_bound_or_above_a_divis
 
 
 def test_a_kernel_without_knobs_gets_a_structured_explanation():
+    # head_copy's only size is pinned; with its launch options behind **options (a helper's dict, not
+    # followed) not even Triton's default num_warps can be offered
+    hidden = kernel("head_copy").replace("D=x.shape[1])", "D=x.shape[1], **launch_options(x))")
     with pytest.raises(NoKnobFound) as raised:
-        trio.run(TuneProvider().propose, context(source=kernel("head_copy")))
+        trio.run(TuneProvider().propose, context(source=hidden))
     explanation = raised.value.explanation
     data = json.loads(json.dumps(explanation.to_json()))
     assert [c["category"] for c in data["categories"]] == ["module constants", "launch arguments",
                                                            "wrapper assignments", "triton.autotune",
                                                            "triton.heuristics", "launch grids"]
     found = {c["category"]: c["found"] for c in data["categories"]}
-    assert found["launch arguments"][0] == "the launch of head_copy_kernel in head_copy at line 18 passes D=x.shape[1]"
+    assert found["launch arguments"][0] == ("the launch of head_copy_kernel in head_copy at line 18 passes D=x.shape[1] "
+                                            "and *args/**kwargs")
     assert found["launch arguments"][1].startswith("D=x.shape[1] (launch argument in head_copy at line 18): D stays as "
                                                    "written: head_copy_kernel offsets each program by a multiple of D")
     assert found["module constants"] == found["triton.autotune"] == []
-    assert data["suggestions"] == ["add num_warps=4 (Triton's default, so nothing changes) to the launch of "
-                                   "head_copy_kernel at line 18"]
+    assert data["suggestions"] == ["pass the launch options of head_copy_kernel at line 18 as keywords "
+                                   "(num_warps=..., BLOCK_SIZE=...) instead of through *args or **kwargs"]
     message = str(raised.value)
     assert message.startswith("tune found no tunable knob in the incumbent: it looked for module constants, launch "
                               "arguments, wrapper assignments, triton.autotune, triton.heuristics, launch grids; "
                               "found only D in head_copy() at line 18 (pinned by D stays as written)")
+
+
+def test_a_launch_that_leaves_num_warps_to_triton_is_tuned_from_triton_s_default():
+    """head_copy's size is pinned and its launch passes no num_warps: Triton's default 4 is the knob, and the
+    edit adds the keyword; a kernel without a loop has nothing for num_stages to pipeline."""
+    source = kernel("head_copy")
+    proposal = trio.run(TuneProvider().propose, context(source=source))
+    assert changed_lines(source, proposal.source) == [
+        "-    head_copy_kernel[(x.shape[0],)](x, out, D=x.shape[1])",
+        "+    head_copy_kernel[(x.shape[0],)](x, out, D=x.shape[1], num_warps=8)"]
+    assert proposal.metadata.change.startswith("num_warps 4 -> 8 (launch argument in head_copy at line 18)")
+    assert "num_stages" not in neutral_walk(source)[-1].source
 
 
 def test_assignments_that_reach_no_launch_are_named_with_the_edit_that_would_pass_them():
@@ -167,14 +185,12 @@ def scale_rows(x):
 '''
 
 
-def test_a_block_computed_to_cover_the_row_is_pinned_and_the_launch_may_take_num_warps():
-    with pytest.raises(NoKnobFound) as raised:
-        trio.run(TuneProvider().propose, context(source=ROW_SCALE))
-    message = str(raised.value)
-    assert "found only width in scale_rows() at line 14 (pinned by BLOCK >= x.shape[1])" in message
-    assert message.endswith("to expose one, add num_warps=4 (Triton's default, so nothing changes) to the launch of "
-                            "row_scale at line 15")
-    with_warps = ROW_SCALE.replace("BLOCK=width)", "BLOCK=width, num_warps=4)")
+def test_a_block_computed_to_cover_the_row_is_pinned_and_the_launch_options_left_to_triton_are_tuned():
+    pinned = next(site for site in discover(ROW_SCALE).sites if site.variable == "width")
+    assert pinned.edits == () and "BLOCK >= x.shape[1]" in pinned.note
+    proposal = trio.run(TuneProvider().propose, context(source=ROW_SCALE))
+    assert changed_lines(ROW_SCALE, proposal.source)[1] == "+    row_scale[(x.shape[0],)](x, x.shape[1], BLOCK=width, num_warps=8)"
+    with_warps = ROW_SCALE.replace("BLOCK=width)", "BLOCK=width, num_warps=4)")  # the same knob, written out
     proposal = trio.run(TuneProvider().propose, context(source=with_warps))
     assert changed_lines(with_warps, proposal.source)[1] == "+    row_scale[(x.shape[0],)](x, x.shape[1], BLOCK=width, num_warps=8)"
 
