@@ -13,7 +13,7 @@ from orchestrator.decision.gates import decide, needs_confirmation
 from orchestrator.decision.noise import BetweenRunNoise, noise_from_history
 from orchestrator.decision.statistics import sample_stats
 from protocol.bundle import Budget, Case
-from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus
+from protocol.results import CaseMeasurement, DecisionStatus, Evaluation, EvaluationStatus
 
 CASE = Case(case_id="c")
 
@@ -127,3 +127,24 @@ def test_several_candidate_runs_are_pooled_and_any_incorrect_run_rejects():
     assert rejected.decision.status.value == "rejected" and not rejected.decision.gates["correct"]
     with pytest.raises(ValueError, match="no candidate"):
         decide([CASE], [], incumbents, Budget())
+
+
+def test_an_incumbent_run_cut_by_a_deadline_can_reject_but_never_promote():
+    """H200, tutorial matmul at 400 s: a candidate measured at 0.2x whose second incumbent run the run's
+    deadline cut was recorded as failed; what the runs that finished show about speed is final, nothing else."""
+    rng = random.Random(3)
+    cut = Evaluation(label="incumbent", status=EvaluationStatus.TIMEOUT,
+                     reason="timed out in verify (case c) after 5.1 s (the evaluation deadline (per-candidate or run budget))")
+    before = run("incumbent", 190.0, rng)
+    slow = decide([CASE], [run("candidate", 985.0, rng)], [before, cut], Budget(), noise=BetweenRunNoise())
+    assert slow.decision.status is DecisionStatus.REJECTED and slow.aggregate_speedup < 0.3
+    assert slow.decision.reason.startswith("speedup 0.19") and slow.decision.reason.endswith(
+        "(on 1 incumbent run(s): incumbent re-measurement timeout: timed out in verify (case c) after 5.1 s (the "
+        "evaluation deadline (per-candidate or run budget)))")
+    fast = decide([CASE], [run("candidate", 95.0, rng)], [before, cut], Budget(), noise=BetweenRunNoise())
+    assert fast.decision.status is DecisionStatus.FAILED and fast.decision.reason.startswith("incumbent re-measurement timeout")
+    wrong = decide([CASE], [run("candidate", 95.0, rng, correct=False)], [before, cut], Budget(), noise=BetweenRunNoise())
+    assert wrong.decision.status is DecisionStatus.REJECTED and wrong.decision.gates["correct"] is False
+    # a run that crashed or was killed for another reason decides nothing, however slow the candidate
+    crashed = cut.model_copy(update={"status": EvaluationStatus.CRASHED, "reason": "worker exited with -9"})
+    assert decide([CASE], [run("candidate", 985.0, rng)], [before, crashed], Budget()).decision.status is DecisionStatus.FAILED

@@ -7,6 +7,7 @@ within `max_cv`, the statistical test says the gain is above the noise, and no p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -97,6 +98,16 @@ def decide(
     if broken or not incumbents:
         reason = (f"incumbent re-measurement {broken[0].status.value}: {broken[0].reason}" if broken
                   else "no incumbent measurement")
+        measured = [e for e in incumbents if e.status is EvaluationStatus.OK]
+        if measured and all(e.status is EvaluationStatus.TIMEOUT for e in broken):
+            # An incumbent run cut by a deadline (the run's, at its end) leaves fewer runs, which can still
+            # show the candidate wrong, too slow, unstable or vetoed; never promote it, nor reject on noise.
+            partial = decide(cases, candidates, measured, budget, profile_veto=profile_veto, test_seed=test_seed,
+                             confidence=confidence, noise=noise)
+            final = [gate for gate in ("correct", "speedup", "cv", "profile") if partial.decision.gates.get(gate) is False]
+            if partial.decision.status is DecisionStatus.REJECTED and final:
+                return dataclasses.replace(partial, decision=partial.decision.model_copy(update={
+                    "reason": f"{partial.decision.reason} (on {len(measured)} incumbent run(s): {reason})"}))
         return Verdict(Decision(status=DecisionStatus.FAILED, reason=reason), [], None, None)
 
     comparisons = compare_cases(cases, candidates, incumbents)
