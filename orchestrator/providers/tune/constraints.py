@@ -225,7 +225,7 @@ def _strided_axes(function: ast.FunctionDef, parameters: set[str]) -> set[int]:
             start, _, step = node.iter.args  # type: ignore[attr-defined]
             if isinstance(start, ast.Name) and start.id in starts and by_parameters(step):
                 axes.add(starts[start.id])
-        elif isinstance(node, (ast.For, ast.While)):
+        if isinstance(node, (ast.For, ast.While)):  # also a 3-argument range loop: `pid += STEP` inside it
             for sub in ast.walk(node):
                 if (isinstance(sub, ast.AugAssign) and isinstance(sub.op, ast.Add) and isinstance(sub.target, ast.Name)
                         and sub.target.id in starts and by_parameters(sub.value)):

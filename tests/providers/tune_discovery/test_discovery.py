@@ -331,3 +331,23 @@ def test_adding_a_launch_option_keeps_every_other_byte_and_the_key():
     ast.parse(edited)
     again = by_key(edited)["launch:head_copy.num_warps#0"]
     assert (again.value, again.expression, again.note) == (8, "8", "")
+
+
+def test_a_walk_by_a_parameter_inside_a_three_argument_range_loop_is_persistent():
+    """`tile += NUM_SM` directly in `for _ in range(0, n_steps, 1)`: the range's own start is no program id,
+    and the walk inside the same loop is still found."""
+    source = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def walk(x_ptr, n_steps, NUM_SM: tl.constexpr, BLOCK: tl.constexpr):
+    tile = tl.program_id(0)
+    for _ in range(0, n_steps, 1):
+        offs = tile * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+        tile += NUM_SM
+'''
+    facts = kernel_facts(ast.parse(source))["walk"]
+    assert facts.strided_axes == frozenset({0}) and facts.persistent
