@@ -15,18 +15,28 @@ def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: floa
 
 
 def expected_candidate_seconds(experiments: Sequence[ExperimentRecord]) -> float:
-    """Worker seconds the next candidate is expected to cost: the last measured candidate's total. With no
+    """Worker seconds the next candidate needs for its decision: the runs that decided the last measured
+    candidate (A/B/A and confirmation pairs). A deep profile is left out: it is taken after the verdict only
+    when time remains, and a deadline that cuts it leaves the verdict as it was (H200, session 9: a 49 s deep
+    profile made the 600 s matmul run expect 112 s and stop with 106 s left; its runs took 62 s). With no
     candidate measured yet, the least any candidate costs: two baseline workers without their profiling (a
     side-by-side needs at least an incumbent run and the candidate's own; the baseline's deep profile says
     little about a candidate). A first candidate that cannot even finish those is cut off halfway (at worker
     start on a loaded host) and decides nothing."""
     measured = next((e for e in reversed(experiments) if e.experiment_id != "baseline" and e.evaluations), None)
     if measured is not None:
-        return sum(e.worker.wall_seconds for e in measured.evaluations)
+        return sum(e.worker.wall_seconds for e in measured.evaluations if _decides(e))
     baseline = next((e for e in experiments if e.experiment_id == "baseline"), None)
     walls = [_unprofiled_seconds(e) for e in baseline.evaluations
              if e.label == Role.BASELINE.value] if baseline is not None else []
     return 2 * min(walls) if walls else 0.0
+
+
+def _decides(evaluation: Evaluation) -> bool:
+    try:
+        return Role(evaluation.label).decides
+    except ValueError:  # a label this version does not know: count it, as before
+        return True
 
 
 def _unprofiled_seconds(evaluation: Evaluation) -> float:

@@ -29,6 +29,16 @@ def test_the_last_measured_candidate_sets_the_estimate():
     assert expected_candidate_seconds(experiments) == 7.5
 
 
+def test_a_deep_profile_after_the_verdict_is_not_expected_of_the_next_candidate():
+    """The 600 s matmul run on the H200 (session 9): 11.6 + 39.9 + 10.9 s of A/B/A and a 49.4 s deep profile;
+    the next candidate needs the 62.4 s, so it fits the 106 s that were left."""
+    experiments = [_experiment("baseline", ("baseline", 54.3)),
+                   _experiment("r001-c001", ("incumbent", 11.6), ("candidate", 39.9), ("incumbent", 10.9),
+                               ("deep_profile", 49.4))]
+    assert abs(expected_candidate_seconds(experiments) - 62.4) < 1e-9
+    assert candidate_fits(106.0, expected_candidate_seconds(experiments))
+
+
 def test_before_any_candidate_two_unprofiled_baseline_workers_are_the_least_a_candidate_costs():
     experiments = [_experiment("baseline", ("baseline", 13.0), ("deep_profile", 40.0))]
     experiments[0].evaluations[0].cases = [
