@@ -124,6 +124,8 @@ def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...]
     if found.site == "autotune":
         listed = isinstance(found.node, cst.List)
         return (("configs",) if listed else ()), found.note
+    if found.absent_from is not None:  # a keyword to add: one value for every shape
+        return ("literal",), ""
     pinned = next((c for c in constraints if c.relation == "pinned"), None)
     if pinned is not None:
         return (), pinned.text()
@@ -132,8 +134,6 @@ def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...]
     if bound is not None and "next_power_of_2" in written:
         return (), (f"{bound.text()}; the wrapper already computes the smallest power of two that satisfies it, so a "
                     "smaller value is wrong and a larger one only adds masked lanes")
-    if found.absent_from is not None:  # a keyword to add: one value for every shape
-        return ("literal",), ""
     tables = not found.default and (found.site == "heuristic" or (found.scope is not None and found.scope.parent is not None))
     if isinstance(found.node, cst.Integer):  # scaling a literal is just another literal
         return (("literal", "table") if tables else ("literal",)), ""
