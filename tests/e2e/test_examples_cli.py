@@ -72,3 +72,54 @@ def assert_tuner_found_faster(run, bundle, out_dir) -> None:
     assert run.decisions()["final"] == "revalidated", "\n".join(decisions)
     assert run.result["report"]["aggregate_speedup"] > 1.1
     assert (out_dir / "best_kernel.py").read_text() != (bundle / "kernel.py").read_text()
+
+
+RMS_NORM = '''\
+"""A row kernel whose block the shape fixes and whose launch passes no num_warps: Triton's default is all
+there is to tune."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rms_norm_kernel(x_ptr, y_ptr, stride, n_cols, eps, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    rms = tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(y_ptr + row * stride + cols, x / rms, mask=mask)
+
+
+def rms_norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    rms_norm_kernel[(n_rows,)](x, y, x.stride(0), n_cols, eps, BLOCK_SIZE=BLOCK_SIZE)
+    return y
+'''
+
+
+def test_a_launch_without_num_warps_is_tuned_by_adding_it(tmp_path, out_dir):
+    """init-bundle, then the tuner through the real CLI and workers: every screened variant adds num_warps to
+    the launch and builds and verifies in the interpreter (which ignores it, so none is faster and the
+    tuner runs out of values instead of stopping at "no tunable knob")."""
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(RMS_NORM, encoding="utf-8")
+    bundle = tmp_path / "bundle"
+    made = run_cli("init-bundle", "--kernel", kernel, "--entry", "rms_norm", "--out", bundle, "--kind", "rowwise")
+    assert made.returncode == 0, made.stderr[-2000:]
+    run = run_cli("--kernel", kernel, "--harness", bundle / "harness.py", "--cases", bundle / "cases.json",
+                  "--target", bundle / "target.json", "--output-dir", out_dir, "--no-commit-winner",
+                  "--provider", "tune", "--max-total-seconds", "240")
+    assert run.returncode == 2 and run.result["stopping_reason"] == "provider_exhausted", run.stderr[-3000:]
+    assert "no untried configuration left for 1 knobs (num_warps)" in run.result["stopping_detail"]
+    screened = [json.loads(line) for line in (out_dir / "screening.jsonl").read_text().splitlines()]
+    assert screened[0]["label"] == "incumbent (control)"
+    variants = screened[1:]
+    assert {line["label"] for line in variants} == {f"launch:rms_norm.num_warps#0={warps}" for warps in (1, 2, 8, 16, 32)}
+    assert all(line["status"] == "ok" for line in screened)  # built and verified with the keyword added
+    edited = (out_dir / "screening" / "s001" / f"{variants[0]['variant']}.py").read_text()
+    warps = variants[0]["label"].rsplit("=", 1)[1]
+    assert f"rms_norm_kernel[(n_rows,)](x, y, x.stride(0), n_cols, eps, BLOCK_SIZE=BLOCK_SIZE, num_warps={warps})" in edited
