@@ -105,10 +105,13 @@ def main() -> int:
 
         grid = [values for values in grid if smem_kib(values) <= args.skip_smem_over]
 
+    def values_of(result: dict) -> tuple[int, ...]:
+        return tuple(result["config"][name] for name in names)
+
     earlier = read_results(args.resume) if args.resume else []
-    covered = {tuple(r["config"][name] for name in names) for r in earlier}
+    covered = {values_of(r) for r in earlier}
     # the earlier walk's best, each once, by its latest measurement (walk 0 is the newest)
-    latest = {tuple(r["config"][name] for name in names): r for r in sorted(earlier, key=lambda r: -r.get("walk", 0))}
+    latest = {values_of(r): r for r in sorted(earlier, key=lambda r: -r.get("walk", 0))}
     remeasured = [values for values, r in sorted(latest.items(), key=lambda item: item[1]["objective"] or math.inf)
                   if r["objective"]][:args.remeasure]
     grid = remeasured + [values for values in grid if values not in covered]
@@ -200,7 +203,7 @@ def main() -> int:
     report = {"example": args.example, "case": first, "cases": weights, "knobs": [k.name for k in knobs],
               "grid": {k.name: grid_values[k.kind] for k in knobs},
               "grid_size": full_grid_size, "launchable": len(grid) - len(remeasured) + len(covered),
-              "measured": len(covered | {tuple(r["config"][name] for name in names) for r in results}),
+              "measured": len(covered | {values_of(r) for r in results}),
               "valid": len(valid), "resumed": len(covered), "remeasured": len(remeasured),
               "compile_seconds": compiled_seconds, "walk_seconds": walked,
               "baseline_us": baseline[first] if baseline else None, "baseline_medians_us": baseline,
