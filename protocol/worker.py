@@ -91,6 +91,8 @@ class ScreenCommand(StrictModel):
     seed: int
     # the worker starts no further variant once this much time has passed; the rest come back unscreened
     budget_seconds: float = Field(default=600.0, gt=0.0)
+    # each case's verify also records the integer locals of the variant's functions (per-shape tables)
+    observe_locals: bool = False
 
 
 class ShutdownCommand(StrictModel):
@@ -197,6 +199,10 @@ class ScreenedVariant(StrictModel):
     reason: str = Field(default="", max_length=2000)
     medians_us: dict[str, Annotated[float, Field(gt=0.0, lt=1e12, allow_inf_nan=False)]] = Field(default_factory=dict)
     samples: dict[str, int] = Field(default_factory=dict)
+    # per case, `function.local` -> its integer value when verify ran it (sandbox_worker/observe.py): it
+    # shapes a per-shape table's proposal, never a decision
+    observed: dict[str, Annotated[dict[Annotated[str, Field(max_length=200)], int], Field(max_length=64)]] = Field(
+        default_factory=dict, max_length=1000)
 
 
 class ScreenValue(StrictModel):

@@ -20,6 +20,7 @@ from sandbox_worker.failures import failure_event
 from sandbox_worker.harness_contract import normalize_benchmark, normalize_build, normalize_verify
 from sandbox_worker.harness_kit import context
 from sandbox_worker.harness_kit.seeded_inputs import derive_seed
+from sandbox_worker.observe import LocalsObserver
 
 
 class VariantSteps(Protocol):
@@ -31,6 +32,8 @@ class VariantSteps(Protocol):
 
 class InProcessSteps:
     """A variant run by the harness's own build/verify/benchmark in this process (GPU targets)."""
+
+    observes_locals = True  # its wrapper runs here, where a profile hook sees it (judged steps: elsewhere)
 
     def __init__(self, harness: ModuleType, target: dict[str, Any], kernel_path: str) -> None:
         self.harness = harness
@@ -55,10 +58,12 @@ class InProcessSteps:
 
 def screen_variants(steps_for: Callable[[str], VariantSteps], variants: list[dict[str, Any]],
                     cases: list[dict[str, Any]], *, seconds_per_case: float, repetitions: int,
-                    seed: int, budget_seconds: float = 600.0) -> dict[str, Any]:
+                    seed: int, budget_seconds: float = 600.0, observe_locals: bool = False) -> dict[str, Any]:
     """The ScreenValue for `variants` ({variant_id, kernel_path}), in order. A variant that could not finish
     within `budget_seconds` (judged by the slowest one so far) is not started: it comes back `failed`,
-    unscreened, so that what was measured still counts."""
+    unscreened, so that what was measured still counts. With `observe_locals`, each case's verify also
+    records the integer locals of the variant's own functions (sandbox_worker/observe.py), where the steps
+    run in this process."""
     started = time.monotonic()
     results = []
     longest = 0.0  # the slowest variant so far: the next one may take as long
@@ -69,7 +74,8 @@ def screen_variants(steps_for: Callable[[str], VariantSteps], variants: list[dic
             continue
         variant_started = time.monotonic()
         results.append(_screen_one(steps_for, variant, cases, seconds_per_case=seconds_per_case,
-                                   repetitions=repetitions, seed=derive_seed(seed, index)))
+                                   repetitions=repetitions, seed=derive_seed(seed, index),
+                                   observe_locals=observe_locals))
         longest = max(longest, time.monotonic() - variant_started)
         _record_progress(results[-1])
     return {"variants": results}
@@ -86,9 +92,9 @@ def _record_progress(result: dict[str, Any]) -> None:
 
 
 def _screen_one(steps_for: Callable[[str], VariantSteps], variant: dict[str, Any], cases: list[dict[str, Any]], *,
-                seconds_per_case: float, repetitions: int, seed: int) -> dict[str, Any]:
+                seconds_per_case: float, repetitions: int, seed: int, observe_locals: bool = False) -> dict[str, Any]:
     result: dict[str, Any] = {"variant_id": variant["variant_id"], "status": "ok", "reason": "",
-                              "medians_us": {}, "samples": {}}
+                              "medians_us": {}, "samples": {}, "observed": {}}
     step = "build"
     steps: VariantSteps | None = None
     try:
@@ -100,7 +106,12 @@ def _screen_one(steps_for: Callable[[str], VariantSteps], variant: dict[str, Any
         for number, case in enumerate(cases, start=1):
             step = f"verify (case {case['case_id']})"
             context.set_command_context(seed=derive_seed(seed, number), phase="verify")
-            verdict = steps.verify(case)
+            if observe_locals and getattr(steps, "observes_locals", False):
+                with LocalsObserver(Path(variant["kernel_path"]).read_text(encoding="utf-8")) as observer:
+                    verdict = steps.verify(case)
+                result["observed"][case["case_id"]] = observer.observed()
+            else:
+                verdict = steps.verify(case)
             if not verdict["passed"]:
                 return {**result, "status": "incorrect", "reason": _clip(f"{step}: {verdict['diagnostics']}")}
         for number, case in enumerate(cases, start=1):
@@ -117,7 +128,7 @@ def _screen_one(steps_for: Callable[[str], VariantSteps], variant: dict[str, Any
         relayed = getattr(exc, "failure", None)  # judged mode: the candidate process's own failure event
         event = relayed if isinstance(relayed, dict) else failure_event(None, "screen", exc)
         status = "build_failed" if event["category"] == "build" else "failed"
-        return {**result, "status": status, "medians_us": {}, "samples": {},
+        return {**result, "status": status, "medians_us": {}, "samples": {}, "observed": {},
                 "reason": _clip(f"{step} raised {event['error_type']}: {event['message']}")}
     finally:
         context.set_command_context(seed=None, phase=None)

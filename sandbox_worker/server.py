@@ -222,7 +222,8 @@ class Worker:
         self._run(command, "screen", lambda: screen_variants(
             steps_for, command["variants"], command["cases"], seconds_per_case=float(command["seconds_per_case"]),
             repetitions=int(command["repetitions"]), seed=int(command["seed"]),
-            budget_seconds=float(command.get("budget_seconds", 600.0))))
+            budget_seconds=float(command.get("budget_seconds", 600.0)),
+            observe_locals=bool(command.get("observe_locals", False))))
 
     def on_profile(self, command: dict[str, Any]) -> None:
         from sandbox_worker.profiling import run_judged_profile, run_profile

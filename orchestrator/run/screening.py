@@ -96,9 +96,11 @@ class Screener:
         self.count = 0
         self.store = InfeasibleStore(evaluator.artifacts.root / STORE_NAME)
 
-    async def screen(self, variants: list[tuple[str, str]]) -> list[ScreeningResult]:
+    async def screen(self, variants: list[tuple[str, str]], *, observe: bool = False) -> list[ScreeningResult]:
         """Screen (label, source) pairs; returns one result per pair, in order. An empty list when the
-        screening worker itself failed (the provider then proposes without it)."""
+        screening worker itself failed (the provider then proposes without it). With `observe`, each
+        result also carries the integer locals of the variant's functions per case (a per-shape table's
+        keys and values; sandbox_worker/observe.py)."""
         if not variants:
             return []
         if len(variants) > MAX_VARIANTS:
@@ -136,7 +138,8 @@ class Screener:
         command = ScreenCommand(command_id=0, variants=[ScreenVariant(variant_id=variant_ids[i], kernel_path=str(paths[i]))
                                                         for i in split.to_worker],
                                 cases=cases, seconds_per_case=SECONDS_PER_CASE, repetitions=REPETITIONS,
-                                seed=secrets.randbelow(2**31), budget_seconds=seconds - START_AND_SHUTDOWN_SECONDS)
+                                seed=secrets.randbelow(2**31), budget_seconds=seconds - START_AND_SHUTDOWN_SECONDS,
+                                observe_locals=observe)
         plan = EvaluationPlan(
             label=Role.SCREENING.value, experiment_id=screen_id, run_id=self.state.run_id, kernel_path=paths[0],
             harness_path=evaluator.bundle.harness_path, target=screening_target(evaluator.worker_target(self.state)),

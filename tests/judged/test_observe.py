@@ -1,0 +1,65 @@
+"""The screening worker's record of a variant's integer locals (sandbox_worker/observe.py), on real modules
+loaded from files as the harness kit loads a candidate."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from sandbox_worker.observe import MAX_NAMES, LocalsObserver
+
+WRAPPER = '''
+def helper(n):
+    doubled = 2 * n
+    return doubled
+
+
+def wrapper(x, flag=True):
+    M, N = x
+    BLOCK = 1 << (N - 1).bit_length()
+    name = "not an int"
+    for step in range(3):
+        pass
+    return helper(N) + M + BLOCK
+'''
+
+
+def load(path: Path, source: str):
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_variants_own_functions_report_one_value_per_name(tmp_path):
+    module = load(tmp_path / "tlx_candidate_x.py", WRAPPER)
+    with LocalsObserver(WRAPPER) as observer:
+        module.wrapper((64, 1000))
+    assert observer.observed() == {"wrapper.M": 64, "wrapper.N": 1000, "wrapper.BLOCK": 1024,
+                                   "wrapper.step": 2, "helper.n": 1000, "helper.doubled": 2000}
+
+
+def test_a_name_that_took_two_values_in_one_case_is_dropped(tmp_path):
+    module = load(tmp_path / "variant.py", WRAPPER)
+    with LocalsObserver(WRAPPER) as observer:
+        module.wrapper((64, 1000))
+        module.wrapper((64, 4096))
+    assert observer.observed() == {"wrapper.M": 64, "wrapper.step": 2}
+
+
+def test_another_file_with_the_same_functions_is_not_the_variant(tmp_path):
+    other = load(tmp_path / "other.py", WRAPPER + "\n# another file\n")
+    with LocalsObserver(WRAPPER) as observer:
+        other.wrapper((64, 1000))
+    assert observer.observed() == {}
+
+
+def test_the_hook_is_removed_and_the_record_is_bounded(tmp_path):
+    many = "def wide():\n" + "".join(f"    v{i:03d} = {i}\n" for i in range(MAX_NAMES + 10)) + "    return 0\n"
+    module = load(tmp_path / "many.py", many)
+    with LocalsObserver(many) as observer:
+        module.wide()
+    assert len(observer.observed()) == MAX_NAMES
+    assert sys.getprofile() is None
