@@ -152,8 +152,28 @@ def _dimensions(found: Found, scan: Scan, constraints: list[Constraint]) -> tupl
     while scope is not None:
         local = {**scope.dimensions, **local}
         scope = scope.parent
-    used = [name for name in _names(found.node) if name in local]
-    return tuple(dict.fromkeys([*used, *bounds, *sorted(local)]))
+    return tuple(dict.fromkeys([*_shapes_read(found, local), *bounds, *sorted(local)]))
+
+
+def _shapes_read(found: Found, local: dict[str, str]) -> list[str]:
+    """The shapes the expression reads, directly or through the locals it reads (`num_warps` from
+    `BLOCK_SIZE`, `BLOCK_SIZE` from `N`), nearest first."""
+    shapes: list[str] = []
+    seen: set[str] = set()
+    frontier = _names(found.node)
+    while frontier:
+        name = frontier.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in local:
+            shapes.append(name)
+            continue
+        resolved = found.scope.resolve(name) if found.scope is not None else None
+        for binding in (resolved[1] or []) if resolved is not None else []:
+            if binding.value is not None:
+                frontier += _names(binding.value)
+    return shapes
 
 
 def _nodes(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -11,7 +11,9 @@ screened around later incumbents stay comparable. A variant that fails to build 
 trial, which TPE avoids. Before TPE's own samples, the first families screen the usual configurations for
 the kernel's shape of knobs, and nothing with implausible work per thread is screened (`priors`). A family
 that yields nothing at least `MIN_SCREEN_GAIN` faster than its control counts as fruitless; after
-`MAX_FRUITLESS_FAMILIES` in a row the direction is spent. What screening measured still steers what follows:
+`MAX_FRUITLESS_FAMILIES` in a row the direction is spent. When the family's cases differ in a dimension the
+wrapper computes and no single configuration serves them all, a per-shape table of each group's fastest goes
+first (`tables`). What screening measured still steers what follows:
 a configuration it timed faster than the incumbent by more than the gate requires, though by less than
 `MIN_SCREEN_GAIN`, is proposed before any single-knob guess (`leftover`), and a single-knob move it timed no
 faster is not proposed at all (`measured_no_faster`). On the H200 the softmax example's spent search left
@@ -31,6 +33,7 @@ from orchestrator.decision.statistics import weighted_geomean
 from orchestrator.providers.tune.edits import EditError
 from orchestrator.providers.tune.knobs import Knob, apply_knobs
 from orchestrator.providers.tune.priors import Roles, prior_configs
+from orchestrator.providers.tune.tables import Run, compose_table, takes_tables
 
 # On the H200, with plausible configurations only (priors.py) and compiles ahead on the host, a family of 8
 # screened in 20.4 s (matmul, three 1000-4096-class cases; 9.6 s of compiles ahead before it) and 8.2 s
@@ -43,7 +46,7 @@ MIN_SCREEN_GAIN = 0.03
 MAX_FRUITLESS_FAMILIES = 2
 ASK_ATTEMPTS_PER_SLOT = 8  # TPE may ask again for a configuration already measured
 
-Screen = Callable[[list[tuple[str, str]]], Awaitable[list[Any]]]  # orchestrator/run/screening.py Screener.screen
+Screen = Callable[..., Awaitable[list[Any]]]  # orchestrator/run/screening.py Screener.screen
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class Screened:
     control_medians_us: dict[str, float]
     family_size: int
     ok_count: int
+    single_relative: float | None = None  # a per-shape table: the best single configuration's `relative`
 
 
 @dataclass
@@ -91,6 +95,11 @@ class FamilySearch:
         search is spent or screening is unavailable. `weights` are the cases' weights in the promotion gate's
         aggregate, so the screening ranks as the gate will judge (equal weights when not given)."""
         incumbent = _config(knobs)
+        if self.study is not None and _space(knobs) != self.keys:
+            # the knobs changed meaning (a table took a site's place): what was queued and measured was
+            # measured against configurations that no longer exist
+            self.queue.clear()
+            self.measured.clear()
         while not self.spent:
             current = self.values.get(incumbent)
             while self.queue:
@@ -114,7 +123,7 @@ class FamilySearch:
         from optuna.distributions import CategoricalDistribution
         from optuna.trial import TrialState
 
-        keys = tuple(sorted(k.key for k in knobs))
+        keys = _space(knobs)
         names = triton_names(knobs)
         domains = {k.key: CategoricalDistribution(list(k.domain)) for k in knobs}
         if self.study is None or keys != self.keys:
@@ -161,8 +170,9 @@ class FamilySearch:
             self.fruitless = MAX_FRUITLESS_FAMILIES  # nothing untried is left to screen
             return None
         self.families += 1
-        results = await screen([(_label(incumbent, config), variant) for config, variant in zip(configs, sources,
-                                                                                                 strict=True)])
+        labelled = [(_label(incumbent, config), variant) for config, variant in zip(configs, sources, strict=True)]
+        observe = takes_tables(source, knobs)
+        results = await (screen(labelled, observe=True) if observe else screen(labelled))
         if not results or not results[0].ok:
             for trial in trials:
                 self.study.tell(trial, state=TrialState.FAIL)
@@ -193,9 +203,25 @@ class FamilySearch:
             if relative <= 1 - MIN_SCREEN_GAIN:
                 faster.append(screened)
         faster.sort(key=lambda s: s.relative)
-        self.queue = faster[:PROMOTE_PER_FAMILY]
+        table = self._table(knobs, source, configs, results, weights, base, excluded) if observe else None
+        self.queue = ([table] if table is not None else []) + faster[:PROMOTE_PER_FAMILY]
         self.fruitless = 0 if self.queue else self.fruitless + 1
         return True
+
+    @staticmethod
+    def _table(knobs: list[Knob], source: str, configs: list[tuple[tuple[str, int], ...]], results: list[Any],
+               weights: dict[str, float], base: float, excluded: Callable[[str], bool]) -> Screened | None:
+        """A per-shape table of the family's fastest per group of cases, when it beats every single
+        configuration (orchestrator/providers/tune/tables.py); None otherwise."""
+        runs = [Run(config, dict(r.variant.medians_us), dict(r.variant.observed))
+                for config, r in zip(configs, results, strict=True) if r.ok]
+        plan = compose_table(source, knobs, runs[0], runs[1:], weights, min_gain=MIN_SCREEN_GAIN)
+        if plan is None or excluded(plan.source):
+            return None
+        return Screened(config=plan.config, source=plan.source, relative=plan.relative,
+                        scale_value=base * plan.relative, screen_label=plan.label, medians_us=plan.medians_us,
+                        control_medians_us=dict(runs[0].medians_us), family_size=len(results),
+                        ok_count=len(runs), single_relative=plan.single_relative)
 
     def leftover(self, knobs: list[Knob], *, min_gain: float, excluded: Callable[[str], bool]) -> Screened | None:
         """The fastest configuration not yet proposed that screening timed side by side with the present
@@ -259,6 +285,11 @@ def _resource(reason: str) -> str | None:
     if "threads" in lowered and "per block" in lowered:
         return THREADS
     return None
+
+
+def _space(knobs: list[Knob]) -> tuple[str, ...]:
+    """What the configurations mean: the knobs and, for a computed one, the expression its steps scale."""
+    return tuple(sorted(f"{k.key}={k.expression}" for k in knobs))
 
 
 def _config(knobs: list[Knob]) -> tuple[tuple[str, int], ...]:

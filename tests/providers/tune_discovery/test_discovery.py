@@ -32,7 +32,8 @@ def test_layer_norm_block_is_pinned_by_the_wrapper_check_and_num_warps_is_an_exp
     assert (warps.kind, warps.site, warps.expression, warps.value) == ("warps", "wrapper",
                                                                        "min(max(BLOCK_SIZE // 256, 1), 8)", None)
     assert warps.edits == ("literal", "table", "scale") and warps.domain == DOMAINS["warps"] == (1, 2, 4, 8, 16, 32)
-    assert warps.dimensions == ("M", "N") and relations(warps) == {"one_of": "1, 2, 4, 8, 16, 32"}
+    # N first: the expression reads BLOCK_SIZE, which reads N
+    assert warps.dimensions == ("N", "M") and relations(warps) == {"one_of": "1, 2, 4, 8, 16, 32"}
     assert (warps.line, warps.scope, warps.kernel) == (45, "layer_norm", "layer_norm_fwd")
 
 
