@@ -104,6 +104,19 @@ def scaled_code(base: str, kind: str, step: int) -> str:
     return f"min({2 ** step} * ({base}), {clamp})" if clamp else f"{2 ** step} * ({base})"
 
 
+def scaled_value(value: int, kind: str, step: int) -> int:
+    """What `scaled_code` evaluates to where its base is `value` (the same clamps and floors)."""
+    if step == 0:
+        return value
+    floor = LOWER_FLOOR.get(kind, 1)
+    if kind in ADDITIVE_KINDS:
+        return value + step if step > 0 else max(value + step, floor)
+    if step < 0:
+        return max(value // 2 ** -step, floor)
+    clamp = UPPER_CLAMP.get(kind)
+    return min(2**step * value, clamp) if clamp else 2**step * value
+
+
 def read_table(node: cst.BaseExpression) -> Table | None:
     """`{k: v, ...}.get(dimension, fallback)` with integer keys and values, or None."""
     if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from orchestrator.decision.statistics import weighted_geomean
 from orchestrator.providers.tune.discovery import KnobSite, discover
 from orchestrator.providers.tune.edits import EditError, set_table
+from orchestrator.providers.tune.forms import scaled_value
 from orchestrator.providers.tune.knobs import Knob, apply_knobs
 
 Config = tuple[tuple[str, int], ...]
@@ -125,12 +126,23 @@ def _groups(control: Run, cases: list[str], local: str) -> dict[int, tuple[str, 
 
 
 def _setting(knob: Knob, site: KnobSite, run: Run, members: tuple[str, ...], scope: str) -> int | None:
-    """The value `knob` takes in `run` on the cases `members`: a literal knob's configured value, a computed
-    knob's observed value (the same on every member); None when it is not known."""
+    """The value `knob` takes in `run` on the cases `members` (the same on every member); None when it is not
+    known. A literal knob: its configured value. A computed one: as observed where the wrapper assigns it
+    (the edit is in that assignment, so the local holds the scaled value); at a launch argument that names a
+    local (`num_warps=num_warps`), that local scaled by the run's step, as the edited argument computes it."""
     if not knob.expression:
         return dict(run.config)[knob.key]
-    seen = {run.observed.get(case, {}).get(f"{scope}.{site.name}") for case in members}
-    return seen.pop() if len(seen) == 1 and None not in seen else None
+    if site.site == "wrapper":
+        local, step = site.name, 0
+    elif site.expression.isidentifier():
+        local, step = site.expression, dict(run.config)[knob.key]
+    else:
+        return None
+    seen = {run.observed.get(case, {}).get(f"{scope}.{local}") for case in members}
+    if len(seen) != 1 or None in seen:
+        return None
+    value = seen.pop()
+    return None if value is None else scaled_value(value, knob.kind, step)
 
 
 def _compose(source: str, knobs: list[Knob], tabled: list[Knob], sites: dict[str, KnobSite], control: Run,

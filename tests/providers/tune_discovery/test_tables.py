@@ -11,10 +11,11 @@ here by running the wrapper's own arithmetic. The search, optuna, the edits and 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import trio
 
-from orchestrator.providers.tune.forms import scaled_code
+from orchestrator.providers.tune.forms import scaled_code, scaled_value
 from orchestrator.providers.tune.knobs import tunable_knobs
 from orchestrator.providers.tune.search import FamilySearch
 from orchestrator.providers.tune.tables import Run, compose_table, takes_tables
@@ -222,3 +223,33 @@ def test_the_models_own_arithmetic_matches_the_scaled_expression():
                             scaled_code("min(max(BLOCK_SIZE // 256, 1), 8)", "warps", -1))
     assert wrapper_locals(halved, 64, 8192)["row_norm.num_warps"] == 4
     assert wrapper_locals(KERNEL, 64, 1024)["row_norm.num_warps"] == 4
+
+
+def test_a_launch_argument_naming_a_local_takes_the_local_scaled_by_the_step():
+    """The Liger style (examples/tutorials/rms_norm.py): a helper returns `num_warps`, the launch passes
+    `num_warps=num_warps`. The knob is the launch argument; the wrapper's local is what the helper returned,
+    unscaled, so each table entry is that local scaled by the group's step, as the argument computes it."""
+    source = (Path(__file__).resolve().parents[3] / "examples" / "tutorials" / "rms_norm.py").read_text()
+    key = "launch:rms_norm.num_warps#0"
+    assert key in {k.key for k in tunable_knobs(source)}
+    helper = {"wide": 16, "narrow": 4}  # calculate_settings() for 8192 and 1024 columns
+    shapes = {"wide": (64, 8192), "narrow": (64, 1024)}
+
+    def run(step: int, times: dict[str, float]) -> Run:
+        observed = {case: {"rms_norm.n_rows": m, "rms_norm.n_cols": n, "rms_norm.num_warps": helper[case],
+                           "rms_norm.BLOCK_SIZE": n} for case, (m, n) in shapes.items()}
+        return Run(config=(("launch:rms_norm.BLOCK_SIZE#0", 0), (key, step)), medians_us=times, observed=observed)
+
+    control = run(0, {"wide": 100.0, "narrow": 10.0})
+    runs = [run(-2, {"wide": 130.0, "narrow": 6.0}), run(1, {"wide": 80.0, "narrow": 14.0})]
+    plan = compose_table(source, tunable_knobs(source), control, runs, {}, min_gain=0.03)
+    assert plan is not None and plan.label == "num_warps by n_cols {1024: 1, 8192: 32}"
+    assert "num_warps={1024: 1, 8192: 32}.get(n_cols, num_warps)" in plan.source
+
+
+def test_scaled_values_are_what_the_scaled_code_computes():
+    for kind in ("warps", "stages", "tile", "block"):
+        for value in (1, 2, 3, 4, 8, 16, 32, 64):
+            for step in range(-3, 4):
+                written = eval(scaled_code("v", kind, step), {"v": value, "min": min, "max": max})  # noqa: S307
+                assert scaled_value(value, kind, step) == written, (kind, value, step)
