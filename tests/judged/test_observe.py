@@ -63,3 +63,20 @@ def test_the_hook_is_removed_and_the_record_is_bounded(tmp_path):
         module.wide()
     assert len(observer.observed()) == MAX_NAMES
     assert sys.getprofile() is None
+
+
+def test_a_wrapper_that_is_an_autograd_functions_forward_reports_under_its_own_name(tmp_path):
+    """The Triton tutorials launch from `torch.autograd.Function.forward`; discovery names that scope
+    `forward`, and so does the record."""
+    source = WRAPPER + '''
+
+class Norm:
+    @staticmethod
+    def forward(ctx, x):
+        M, N = x
+        return M * N
+'''
+    module = load(tmp_path / "autograd_style.py", source)
+    with LocalsObserver(source) as observer:
+        module.Norm.forward(None, (4097, 1000))
+    assert observer.observed() == {"forward.M": 4097, "forward.N": 1000}

@@ -100,6 +100,7 @@ class FamilySearch:
             # measured against configurations that no longer exist
             self.queue.clear()
             self.measured.clear()
+            self.proposed.clear()
         while not self.spent:
             current = self.values.get(incumbent)
             while self.queue:
