@@ -20,7 +20,7 @@ import libcst as cst
 from orchestrator.providers.tune.constraints import Constraint, launch_option_constraints, wrapper_constraints
 from orchestrator.providers.tune.domains import DOMAINS
 from orchestrator.providers.tune.forms import AutotuneConfig, code, read_scaled
-from orchestrator.providers.tune.sites import SITE_WORDS, TRITON_DEFAULTS, Found, Launch, Scan
+from orchestrator.providers.tune.sites import SITE_WORDS, TRITON_DEFAULTS, Found, Launch, Scan, Scope
 
 _BOUNDS = ("at_least", "greater_than")
 
@@ -141,7 +141,9 @@ def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...]
 
 
 def _dimensions(found: Found, scan: Scan, constraints: list[Constraint]) -> tuple[str, ...]:
-    """What a per-shape table may be keyed on: the shapes the expression reads, then the bounds, then the rest."""
+    """What a per-shape table may be keyed on: the shapes the expression reads, then the bounds, then the
+    shapes the wrapper's sizes read (`BLOCK_SIZE = triton.next_power_of_2(n_cols)`: a literal `num_warps = 8`
+    reads nothing, and the row length is what its best value follows), then the rest."""
     bounds = [c.at_launch or c.bound for c in constraints if _is_bound(c)]
     if found.site == "heuristic":
         keys = [f'{found.variable}["{sub.value[1:-1]}"]' for sub in _nodes(found.node)
@@ -149,18 +151,22 @@ def _dimensions(found: Found, scan: Scan, constraints: list[Constraint]) -> tupl
         return tuple(dict.fromkeys([*keys, *bounds]))
     local: dict[str, str] = {}
     scope = found.scope
+    sizes: list[str] = []
     while scope is not None:
         local = {**scope.dimensions, **local}
+        sizes += [name for name in scope.bindings if name.isupper()]
         scope = scope.parent
-    return tuple(dict.fromkeys([*_shapes_read(found, local), *bounds, *sorted(local)]))
+    read = _shapes_reached(found.scope, _names(found.node), local)
+    sized = _shapes_reached(found.scope, [name for name in sizes if name not in local], local)
+    return tuple(dict.fromkeys([*read, *bounds, *sized, *sorted(local)]))
 
 
-def _shapes_read(found: Found, local: dict[str, str]) -> list[str]:
-    """The shapes the expression reads, directly or through the locals it reads (`num_warps` from
-    `BLOCK_SIZE`, `BLOCK_SIZE` from `N`), nearest first."""
+def _shapes_reached(scope: Scope | None, names: list[str], local: dict[str, str]) -> list[str]:
+    """The shapes `names` read, directly or through the locals they read (`num_warps` from `BLOCK_SIZE`,
+    `BLOCK_SIZE` from `N`), nearest first."""
     shapes: list[str] = []
     seen: set[str] = set()
-    frontier = _names(found.node)
+    frontier = list(names)
     while frontier:
         name = frontier.pop(0)
         if name in seen:
@@ -169,7 +175,7 @@ def _shapes_read(found: Found, local: dict[str, str]) -> list[str]:
         if name in local:
             shapes.append(name)
             continue
-        resolved = found.scope.resolve(name) if found.scope is not None else None
+        resolved = scope.resolve(name) if scope is not None else None
         for binding in (resolved[1] or []) if resolved is not None else []:
             if binding.value is not None:
                 frontier += _names(binding.value)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import trio
 
+from orchestrator.providers.tune.discovery import discover
 from orchestrator.providers.tune.forms import scaled_code, scaled_value
 from orchestrator.providers.tune.knobs import tunable_knobs
 from orchestrator.providers.tune.search import FamilySearch
@@ -253,3 +254,21 @@ def test_scaled_values_are_what_the_scaled_code_computes():
             for step in range(-3, 4):
                 written = eval(scaled_code("v", kind, step), {"v": value, "min": min, "max": max})  # noqa: S307
                 assert scaled_value(value, kind, step) == written, (kind, value, step)
+
+
+def test_a_literal_warp_count_is_keyed_on_the_shape_the_block_size_reads():
+    """`num_warps = 8` reads no shape; the wrapper's `BLOCK_SIZE` reads N, so N comes before M (and a table
+    for a 4096-row and a 4097-row case is keyed on their widths, not on their row counts)."""
+    literal = KERNEL.replace("num_warps = min(max(BLOCK_SIZE // 256, 1), 8)", "num_warps = 8")
+    site = next(site for site in discover(literal).sites if site.name == "num_warps")
+    assert site.edits == ("literal", "table") and site.dimensions == ("N", "M")
+    key = next(k.key for k in tunable_knobs(literal) if k.name == "num_warps")
+    cases = {"square": (4096, 8192), "ragged": (4097, 1024)}
+
+    def run(warps: int) -> Run:
+        return Run(config=((key, warps),), medians_us={c: modelled_us(m, n, warps) for c, (m, n) in cases.items()},
+                   observed={c: {"row_norm.M": m, "row_norm.N": n} for c, (m, n) in cases.items()})
+
+    plan = compose_table(literal, tunable_knobs(literal), run(8), [run(1), run(2)], {}, min_gain=0.03)
+    assert plan is not None and plan.label == "num_warps by N {1024: 1, 8192: 8}"
+    assert "num_warps = {1024: 1, 8192: 8}.get(N, 8)" in plan.source
