@@ -47,7 +47,7 @@ class TablePlan:
     config: Config  # the knobs every case shares, plus a marker naming the table
     medians_us: dict[str, float]  # per case, from its group's fastest configuration
     relative: float  # weighted geometric mean of medians / the control's
-    single_relative: float  # the same for the best single configuration
+    single_relative: float | None = None  # the same for the best single configuration, once compared
 
 
 def compose_table(source: str, knobs: list[Knob], control: Run, runs: list[Run], weights: dict[str, float], *,
@@ -66,8 +66,8 @@ def compose_table(source: str, knobs: list[Knob], control: Run, runs: list[Run],
     options = []
     for scope, dimension in _dimensions(knobs, sites):
         grouped = _groups(control, cases, f"{scope}.{dimension}")
-        tabled = [k for k in knobs if k.site_key and "table" in sites[k.site_key].edits
-                  and sites[k.site_key].scope == scope and dimension in sites[k.site_key].dimensions]
+        tabled = [k for k in knobs if (site := sites.get(k.site_key)) is not None and "table" in site.edits
+                  and site.scope == scope and dimension in site.dimensions]
         if grouped is None or len(grouped) < 2 or not tabled:
             continue
         composed = _compose(source, knobs, tabled, sites, control, complete, ratios, grouped, scope, dimension,
@@ -205,5 +205,4 @@ def _plan(source: str, knobs: list[Knob], tabled: list[Knob], sites: dict[str, K
     relative = _mean({case: medians[case] / control.medians_us[case] for case in medians}, weights)
     shared = {**dict(assignment), **changes}
     config = (*sorted(shared.items()), (f"table:{scope}.{dimension}", len(grouped)))
-    return TablePlan(source=composed, label=", ".join(labels), config=config, medians_us=medians,
-                     relative=relative, single_relative=relative)
+    return TablePlan(source=composed, label=", ".join(labels), config=config, medians_us=medians, relative=relative)
