@@ -212,8 +212,8 @@ class FamilySearch:
     @staticmethod
     def _table(knobs: list[Knob], source: str, configs: list[tuple[tuple[str, int], ...]], results: list[Any],
                weights: dict[str, float], base: float, excluded: Callable[[str], bool]) -> Screened | None:
-        """A per-shape table of the family's fastest per group of cases, when it beats every single
-        configuration (orchestrator/providers/tune/tables.py); None otherwise."""
+        """A per-shape table of the family's fastest per group of cases, when it serves the cases better than
+        any single configuration did (orchestrator/providers/tune/tables.py `compose_table`); None otherwise."""
         runs = [Run(config, dict(r.variant.medians_us), dict(r.variant.observed))
                 for config, r in zip(configs, results, strict=True) if r.ok]
         plan = compose_table(source, knobs, runs[0], runs[1:], weights, min_gain=MIN_SCREEN_GAIN)
