@@ -11,6 +11,8 @@ Standard library only (this runs in the worker).
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from types import FrameType
 from typing import Any
@@ -45,13 +47,21 @@ class LocalsObserver:
     def _ours(self, filename: str) -> bool:
         known = self._files.get(filename)
         if known is None:
-            try:
-                with open(filename, encoding="utf-8") as handle:
-                    known = handle.read() == self.source
-            except (OSError, ValueError):
-                known = False
+            known = self._same_text(filename)
             self._files[filename] = known
         return known
+
+    def _same_text(self, filename: str) -> bool:
+        """Whether `filename` is a regular file holding the variant's source. A code object may name any
+        path (a FIFO, /dev/zero): only a regular file of the source's size is read, and no further."""
+        expected = self.source.encode("utf-8")
+        try:
+            if not stat.S_ISREG(os.stat(filename).st_mode):
+                return False
+            with open(filename, "rb") as handle:
+                return handle.read(len(expected) + 1) == expected
+        except (OSError, ValueError):
+            return False
 
     def _hook(self, frame: FrameType, event: str, _arg: object) -> None:
         if event != "return" or not self._ours(frame.f_code.co_filename):

@@ -4,8 +4,11 @@ loaded from files as the harness kit loads a candidate."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from sandbox_worker.observe import MAX_NAMES, LocalsObserver
 
@@ -80,3 +83,29 @@ class Norm:
     with LocalsObserver(source) as observer:
         module.Norm.forward(None, (4097, 1000))
     assert observer.observed() == {"forward.M": 4097, "forward.N": 1000}
+
+
+def run_compiled_as(filename: str) -> dict[str, int]:
+    """WRAPPER compiled under `filename` (any path a code object may name) and called under the observer."""
+    namespace: dict = {}
+    exec(compile(WRAPPER, filename, "exec"), namespace)  # noqa: S102 - the test's own source
+    with LocalsObserver(WRAPPER) as observer:
+        namespace["wrapper"]((64, 1000))
+    return observer.observed()
+
+
+@pytest.mark.timeout(30)
+def test_a_code_object_naming_a_fifo_or_a_device_is_not_read(tmp_path):
+    """A candidate may compile code under any file name; the observer reads only a regular file, and no
+    more of it than the source's length: a FIFO without a writer (open would block) or /dev/zero (a read
+    without end) is not the variant, and neither hangs the worker."""
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    assert run_compiled_as(str(fifo)) == {}
+    assert run_compiled_as("/dev/zero") == {}
+    longer = tmp_path / "longer.py"
+    longer.write_text(WRAPPER + "\n" * 10_000)
+    assert run_compiled_as(str(longer)) == {}
+    same = tmp_path / "same.py"
+    same.write_text(WRAPPER)
+    assert run_compiled_as(str(same))["wrapper.N"] == 1000
