@@ -66,8 +66,11 @@ def compose_table(source: str, knobs: list[Knob], control: Run, runs: list[Run],
     options = []
     for scope, dimension in _dimensions(knobs, sites):
         grouped = _groups(control, cases, f"{scope}.{dimension}")
+        # a knob whose value the control's run did not show (a launch argument computed in place) takes one
+        # value for every case, like an untabled one
         tabled = [k for k in knobs if (site := sites.get(k.site_key)) is not None and "table" in site.edits
-                  and site.scope == scope and dimension in site.dimensions]
+                  and site.scope == scope and dimension in site.dimensions
+                  and all(_setting(k, site, control, (case,), scope) is not None for case in cases)]
         if grouped is None or len(grouped) < 2 or not tabled:
             continue
         composed = _compose(source, knobs, tabled, sites, control, complete, ratios, grouped, scope, dimension,
@@ -133,7 +136,7 @@ def _setting(knob: Knob, site: KnobSite, run: Run, members: tuple[str, ...], sco
     if not knob.expression:
         return dict(run.config)[knob.key]
     if site.site == "wrapper":
-        local, step = site.name, 0
+        local, step = site.variable or site.name, 0  # `num_programs = ...` is the site `programs`
     elif site.expression.isidentifier():
         local, step = site.expression, dict(run.config)[knob.key]
     else:
@@ -160,7 +163,7 @@ def _compose(source: str, knobs: list[Knob], tabled: list[Knob], sites: dict[str
         choice: dict[int, Run] = {}
         for value, members in grouped.items():
             eligible = [run for run in runs if shared(run) == assignment
-                        and all(_setting(k, sites[k.key], run, members, scope) is not None for k in tabled)]
+                        and all(_setting(k, sites[k.site_key], run, members, scope) is not None for k in tabled)]
             if not eligible:
                 break
             choice[value] = min(eligible, key=lambda run, m=members: _mean({c: ratios[id(run)][c] for c in m},
@@ -188,7 +191,7 @@ def _plan(source: str, knobs: list[Knob], tabled: list[Knob], sites: dict[str, K
             if (value := configured.pop()) != knob.value:
                 changes[knob.key] = value
             continue
-        entries = {value: _setting(knob, sites[knob.key], run, grouped[value], scope) for value, run in choice.items()}
+        entries = {value: _setting(knob, sites[knob.site_key], run, grouped[value], scope) for value, run in choice.items()}
         tables[knob.key] = {value: setting for value, setting in entries.items() if setting is not None}
     if not tables:
         return None

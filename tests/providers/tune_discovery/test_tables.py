@@ -11,6 +11,8 @@ here by running the wrapper's own arithmetic. The search, optuna, the edits and 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import trio
@@ -272,3 +274,45 @@ def test_a_literal_warp_count_is_keyed_on_the_shape_the_block_size_reads():
     plan = compose_table(literal, tunable_knobs(literal), run(8), [run(1), run(2)], {}, min_gain=0.03)
     assert plan is not None and plan.label == "num_warps by N {1024: 1, 8192: 8}"
     assert "num_warps = {1024: 1, 8192: 8}.get(N, 8)" in plan.source
+
+
+def test_the_persistent_softmaxs_program_count_is_tabled_by_the_variable_it_assigns():
+    """The fused-softmax tutorial's wrapper assigns `num_programs` twice (the sites `programs#0` and `#1`):
+    the observed local is the variable's name, not the site's. Twice the programs suit the narrow rows, the
+    author's count the wide ones; the table gives each its own and leaves the warps as they were."""
+    source = (Path(__file__).parent / "kernels" / "softmax_persistent.py").read_text()
+    knobs = tunable_knobs(source)
+    control_config = {k.key: k.value for k in knobs}
+    shapes = {"wide": (4096, 4096), "narrow": (8192, 1000)}
+
+    def run(programs_step: int, times: dict[str, float]) -> Run:
+        config = {**control_config, "wrapper:softmax.programs#1": programs_step}
+        observed = {case: {"softmax.n_rows": m, "softmax.n_cols": n, "softmax.num_warps": 8,
+                           "softmax.num_stages": 4 if n > 2048 else 2,
+                           "softmax.num_programs": scaled_value(min(132 * 4, m), "programs", programs_step)}
+                    for case, (m, n) in shapes.items()}
+        return Run(config=tuple(sorted(config.items())), medians_us=times, observed=observed)
+
+    control = run(0, {"wide": 40.0, "narrow": 12.0})
+    runs = [run(1, {"wide": 41.0, "narrow": 9.0}), run(-1, {"wide": 44.0, "narrow": 13.0})]
+    plan = compose_table(source, knobs, control, runs, {}, min_gain=0.03)
+    assert plan is not None and plan.label == "programs by n_cols {1000: 1056, 4096: 528}"
+    assert "num_programs = {1000: 1056, 4096: 528}.get(n_cols, min(num_programs, n_rows))" in plan.source
+    assert plan.medians_us == {"wide": 40.0, "narrow": 9.0}
+
+
+def test_the_h200_layer_norm_family_replays_to_the_table_the_run_proposed():
+    """The first family of the tutorial layer norm's 480 s run on the H200 (its medians and observed locals,
+    docs/data/h200-search-2026-12-02-s10/), composed again here: the same table the run proposed and promoted
+    (`1-tutorial-layer-norm-480s-winner.patch`)."""
+    root = Path(__file__).resolve().parents[3]
+    data = root / "docs" / "data" / "h200-search-2026-12-02-s10"
+    replayed = subprocess.run(
+        [sys.executable, str(root / "scripts" / "replay_tables.py"), "--source",
+         str(root / "examples" / "tutorials" / "layer_norm.py"), "--screening",
+         str(data / "1-tutorial-layer-norm-480s-screening.jsonl"), "--cases", str(data / "tutorial-norm-cases.json")],
+        capture_output=True, text=True, check=True).stdout
+    assert replayed.startswith("table: num_stages=5, num_warps by N {1000: 1, 4096: 16}; composed 1.1162x")
+    added = [line[1:].strip() for line in (data / "1-tutorial-layer-norm-480s-winner.patch").read_text().splitlines()
+             if line.startswith("+") and not line.startswith("+++")]
+    assert all(line in replayed for line in added)
