@@ -1,6 +1,7 @@
 """The entry point of a kernel file and its parameters, read with `ast` (the kernel is never imported).
 
-`read_entry` finds the entry and splits its parameters: required ones are passed by the harness (trailing
+`read_entry` finds the entry (a function, or `name = Cls.apply` of a `torch.autograd.Function` in the
+file, read as its `forward` without `ctx`) and splits its parameters: required ones are passed by the harness (trailing
 ones named like outputs, `out`, `output`, `result`, `dst`, `*_out`, `out_*`, are preallocated outputs the
 harness allocates and poisons); ones with defaults keep them. It records each parameter's annotation and
 default, the kernels the entry launches, and what the body does with each parameter
@@ -10,6 +11,7 @@ default, the kernels the entry launches, and what the body does with each parame
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,12 +64,36 @@ def _is_output_name(name: str) -> bool:
     return name in OUTPUT_NAMES or name.endswith("_out") or name.startswith("out_")
 
 
+def _autograd_forwards(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """`name = Cls.apply` at module level, where `Cls` is a class of the file with a `forward(ctx, ...)`
+    (the Triton tutorials' `layer_norm = LayerNorm.apply`): name -> that forward without its `ctx`, which
+    is what calling `name` takes."""
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    found: dict[str, ast.FunctionDef] = {}
+    for statement in tree.body:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name) and isinstance(statement.value, ast.Attribute)
+                and statement.value.attr == "apply" and isinstance(statement.value.value, ast.Name)):
+            continue
+        cls = classes.get(statement.value.value.id)
+        forward = next((node for node in cls.body if isinstance(node, ast.FunctionDef) and node.name == "forward"),
+                       None) if cls is not None else None
+        if forward is None or not forward.args.args or forward.args.posonlyargs:
+            continue
+        called = copy.deepcopy(forward)
+        called.args.args = called.args.args[1:]  # apply() supplies ctx
+        called.name = statement.targets[0].id
+        found[called.name] = called
+    return found
+
+
 def read_entry(tree: ast.Module, entry: str, kernel_path: Path) -> EntrySignature:
     functions = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     kernels = {name: node for name, node in functions.items() if is_kernel_function(node)}
-    node = functions.get(entry)
+    node = functions.get(entry) or _autograd_forwards(tree).get(entry)
     if node is None:
         public = [name for name, fn in functions.items() if not name.startswith("_") and not is_kernel_function(fn)]
+        public += [name for name in _autograd_forwards(tree) if not name.startswith("_")]
         raise BundleError(f"kernel {kernel_path} defines no top-level function {entry!r}; "
                           f"public functions: {', '.join(public) or 'none'}")
     if is_kernel_function(node):

@@ -47,13 +47,15 @@ class Expected:
     dimensions: frozenset[str]
 
     def __str__(self) -> str:
-        return self.entry
+        return f"{self.kernel.removesuffix('.py')}.{self.entry}"
 
 
 EXPECTED = [
     Expected("gemm.py", "matmul", "gemm", {"a": ["m", "k"], "b": ["k", "n"]}, {}, "matmul", frozenset("mnk")),
     Expected("layer_norm.py", "layer_norm", "norm", ROWS, {"eps": "float"}, "layer_norm", frozenset({"rows", "cols"})),
     Expected("layer_norm.py", "normalize_rows", "norm", ROWS, {"eps": "float"}, "todo", frozenset({"rows", "cols"})),
+    Expected("layer_norm_autograd.py", "layer_norm", "norm", ROWS, {"eps": "float"}, "layer_norm",
+             frozenset({"rows", "cols"})),
     Expected("row_sum.py", "row_sum", "reduction", {"x": ["rows", "cols"]}, {}, "row_sum", frozenset({"rows", "cols"})),
     Expected("scaled_add.py", "scaled_add", "elementwise", {"x": ["n"], "y": ["n"]}, {"alpha": "float", "n": "dim:n"},
              "kernel", frozenset({"n"})),
@@ -205,6 +207,17 @@ def test_the_tutorial_layer_norm_signature_gets_a_shape_tuple_and_a_none_for_an_
                            "bias": ("cols",), "eps": "float", "unused": "none"}
     assert next(g.line() for g in plan.guesses if g.subject == "unused").startswith(
         "unused: None (layer_norm() never uses it)")
+
+
+def test_an_autograd_function_entry_is_read_as_its_forward_and_named_when_missing(tmp_path: Path) -> None:
+    source = (KERNELS / "layer_norm_autograd.py").read_text()
+    signature = read_entry(ast.parse(source), "layer_norm", KERNELS / "layer_norm_autograd.py")
+    assert (signature.name, signature.inputs, signature.kernels) == ("layer_norm", ["x", "weight", "bias", "eps"],
+                                                                    ["_layer_norm_fwd"])
+    made = run_cli("init-bundle", "--kernel", KERNELS / "layer_norm_autograd.py", "--entry", "norm",
+                   "--out", tmp_path / "bundle")
+    assert made.returncode != 0
+    assert "defines no top-level function 'norm'; public functions: layer_norm" in made.stdout + made.stderr
 
 
 def test_a_reduction_into_a_preallocated_output_gets_one_value_per_row() -> None:
