@@ -103,11 +103,13 @@ def _screen_one(steps_for: Callable[[str], VariantSteps], variant: dict[str, Any
         built = steps.build()
         if not built["success"]:
             return {**result, "status": "build_failed", "reason": _clip(f"build failed: {built['diagnostics']}")}
+        observing = observe_locals and getattr(steps, "observes_locals", False)
+        source = Path(variant["kernel_path"]).read_text(encoding="utf-8") if observing else ""
         for number, case in enumerate(cases, start=1):
             step = f"verify (case {case['case_id']})"
             context.set_command_context(seed=derive_seed(seed, number), phase="verify")
-            if observe_locals and getattr(steps, "observes_locals", False):
-                with LocalsObserver(Path(variant["kernel_path"]).read_text(encoding="utf-8")) as observer:
+            if observing:
+                with LocalsObserver(source) as observer:
                     verdict = steps.verify(case)
                 result["observed"][case["case_id"]] = observer.observed()
             else:

@@ -90,10 +90,11 @@ def _autograd_forwards(tree: ast.Module) -> dict[str, ast.FunctionDef]:
 def read_entry(tree: ast.Module, entry: str, kernel_path: Path) -> EntrySignature:
     functions = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     kernels = {name: node for name, node in functions.items() if is_kernel_function(node)}
-    node = functions.get(entry) or _autograd_forwards(tree).get(entry)
+    forwards = _autograd_forwards(tree)
+    node = functions.get(entry) or forwards.get(entry)
     if node is None:
         public = [name for name, fn in functions.items() if not name.startswith("_") and not is_kernel_function(fn)]
-        public += [name for name in _autograd_forwards(tree) if not name.startswith("_")]
+        public += [name for name in forwards if not name.startswith("_")]
         raise BundleError(f"kernel {kernel_path} defines no top-level function {entry!r}; "
                           f"public functions: {', '.join(public) or 'none'}")
     if is_kernel_function(node):

@@ -144,8 +144,7 @@ def _setting(knob: Knob, site: KnobSite, run: Run, members: tuple[str, ...], sco
     seen = {run.observed.get(case, {}).get(f"{scope}.{local}") for case in members}
     if len(seen) != 1 or None in seen:
         return None
-    value = seen.pop()
-    return None if value is None else scaled_value(value, knob.kind, step)
+    return scaled_value(seen.pop(), knob.kind, step)
 
 
 def _compose(source: str, knobs: list[Knob], tabled: list[Knob], sites: dict[str, KnobSite], control: Run,
