@@ -53,16 +53,16 @@ _BLACKWELL = "NVIDIA DGX B200 / HGX B200 datasheet (nvidia.com/en-us/data-center
 _ADA = "NVIDIA L40S / L4 datasheets (nvidia.com/en-us/data-center/l40s, /l4), dense figures"
 
 DEVICE_PEAKS: tuple[DevicePeaks, ...] = (
+    DevicePeaks(name="GH200", name_pattern=r"GH200", memory_bytes_per_s=4.9e12,
+                flop_per_s={"float64": 34e12, "float32": 67e12, "tfloat32": 494.5e12, "float16": 989.5e12,
+                            "float8": 1_979e12, "int8": 1_979e12},
+                source="NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3e variant), dense figures"),
     DevicePeaks(name="H200 NVL", name_pattern=r"H200\s*NVL", memory_bytes_per_s=4.8e12,
                 flop_per_s={"float64": 30e12, "float32": 60e12, "tfloat32": 417e12, "float16": 835e12,
                             "float8": 1_670e12, "int8": 1_670e12}, source=_HOPPER),
     DevicePeaks(name="H200 SXM", name_pattern=r"H200", memory_bytes_per_s=4.8e12,
                 flop_per_s={"float64": 34e12, "float32": 67e12, "tfloat32": 494.5e12, "float16": 989.5e12,
                             "float8": 1_979e12, "int8": 1_979e12}, source=_HOPPER),
-    DevicePeaks(name="GH200", name_pattern=r"GH200", memory_bytes_per_s=4.9e12,
-                flop_per_s={"float64": 34e12, "float32": 67e12, "tfloat32": 494.5e12, "float16": 989.5e12,
-                            "float8": 1_979e12, "int8": 1_979e12},
-                source="NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3e variant), dense figures"),
     DevicePeaks(name="H100 NVL", name_pattern=r"H100\s*NVL", memory_bytes_per_s=3.9e12,
                 flop_per_s={"float64": 30e12, "float32": 60e12, "tfloat32": 417e12, "float16": 835e12,
                             "float8": 1_670e12, "int8": 1_670e12}, source=_HOPPER),
