@@ -82,6 +82,15 @@ class WorkerRecord(StrictModel):
     verdict_fallback: str = ""
 
 
+class CommandSeed(StrictModel):
+    """The seed one command of an evaluation was sent (64 bits from the orchestrator's CSPRNG), recorded once the
+    evaluation is over: with the frozen harness it draws that command's inputs again."""
+
+    phase: str
+    case_id: str
+    seed: int = Field(ge=0, lt=2**64)
+
+
 class Evaluation(StrictModel):
     """One fresh-worker evaluation of one source over the cases."""
 
@@ -91,6 +100,7 @@ class Evaluation(StrictModel):
     cases: list[CaseMeasurement] = Field(default_factory=list)
     worker: WorkerRecord = Field(default_factory=WorkerRecord)
     seed: int = 0
+    command_seeds: list[CommandSeed] = Field(default_factory=list)
     screening: list[ScreenedVariant] | None = None  # a screening worker's ranking input (never a verdict)
 
     def case(self, case_id: str) -> CaseMeasurement | None:

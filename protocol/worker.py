@@ -57,12 +57,18 @@ class VerifyCommand(StrictModel):
     seed: int
 
 
+TimingMode = Literal["events", "cuda_graph", "cpu"]
+
+
 class BenchmarkCommand(StrictModel):
     kind: Literal["benchmark"] = "benchmark"
     command_id: int
     case: dict[str, Any]
     repetitions: int
     seed: int
+    # the case's timing mode, fixed by the run from its first measurement (or the case's own `timing_mode`);
+    # None only for that first measurement, where the worker's "auto" decides and reports what it chose
+    timing_mode: TimingMode | None = None
 
 
 class ProfileCommand(StrictModel):

@@ -148,7 +148,7 @@ class Worker:
 
     def _run(self, command: dict[str, Any], phase: str, call: Any) -> None:
         command_id = command["command_id"]
-        context.set_command_context(seed=command.get("seed"), phase=phase)
+        context.set_command_context(seed=command.get("seed"), phase=phase, timing_mode=command.get("timing_mode"))
         started = time.perf_counter()
         try:
             value = call()
@@ -273,9 +273,8 @@ def _start_judge(harness: ModuleType, target: dict[str, Any], kernel_path: str, 
         return None
     if device_for(target) == "cpu":
         return Judge.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace)
-    run_case = getattr(harness, "run_case", None)
     return GpuJudge.start(spec, target, kernel_path, writable_dirs=writable, own_pid_namespace=own_pid_namespace,
-                          ncu_harness_path=getattr(harness, "__file__", None) if callable(run_case) else None)
+                          harness_path=getattr(harness, "__file__", None))
 
 
 def _relayed_failure(command_id: int, phase: str, failure: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ import trio
 from orchestrator.bundle import arch as arch_mod
 from orchestrator.bundle.inputs import FrozenBundle, Inputs, freeze_bundle, sha256_file
 from orchestrator.bundle.lock import load_lock, lock_summary, match_lock
+from orchestrator.decision.timing_modes import fixed_modes, learn_modes
 from orchestrator.preflight.checks import (
     check_build,
     check_device,
@@ -96,6 +97,7 @@ class Preflight:
     run_id: str = field(default_factory=lambda: "validate-" + uuid.uuid4().hex[:8])
     bundle: FrozenBundle | None = None
     verdict_fallback: str = ""  # why workers run verdicts in the candidate's process (run/verdict_fallback.py)
+    timing_modes: dict[str, str] = field(default_factory=dict)  # decision/timing_modes.py
 
     def freeze(self) -> FrozenBundle:
         self.bundle = freeze_bundle(self.inputs, self.work_root)
@@ -136,9 +138,10 @@ class Preflight:
             repetitions=self.settings.repetitions, work_dir=work_dir, log_path=self.work_root / f"worker-{tag}.log",
             deadline=trio.current_time() + self.settings.phase_seconds, phase_seconds=self.settings.phase_seconds,
             isolation=isolation, worker_python=self.settings.worker_python, benchmark=benchmark,
-            profile_request=factory)
+            profile_request=factory, timing_modes=fixed_modes(self.inputs.cases, self.timing_modes))
         self.log.progress(f"validate: {tag}")
         evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
+        learn_modes(self.timing_modes, evaluation)  # the stability workers are timed as the first one was
         self.log.event(f"validate worker={tag} status={evaluation.status.value}"
                        + (f" reason={quote(evaluation.reason)}" if evaluation.reason else "")
                        + f" wall_s={evaluation.worker.wall_seconds:.2f}")

@@ -14,6 +14,8 @@ from pathlib import Path
 import trio
 
 from orchestrator.bundle.inputs import FrozenBundle, Inputs, check_frozen
+from orchestrator.decision.physics import physics_verdict
+from orchestrator.decision.timing_modes import fixed_modes, learn_modes
 from orchestrator.run.config import RunConfig
 from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import RunArtifacts
@@ -28,7 +30,7 @@ from orchestrator.worker.process_tree import end_leftovers
 from protocol.bundle import Case, Target
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.profile import ProfileRequest, resolve_native_profiler
-from protocol.results import Evaluation
+from protocol.results import Evaluation, EvaluationStatus
 from protocol.roles import Role
 
 
@@ -120,7 +122,8 @@ class Evaluator:
                                   phase_seconds=budget.max_candidate_seconds),
             worker_python=self.config.worker_python, benchmark=benchmark,
             profile_request=(self.profile_factory(experiment_id, profile_level, profile_reason, diagnostic)
-                             if profile_level else None))
+                             if profile_level else None),
+            timing_modes=fixed_modes(self.inputs.cases, state.timing_modes))
         digest = raw_digest(source) if source is not None else ""
         recorded = self.reusable.pop((experiment_id, tag), None)
         reused = recorded is not None and recorded.label == role.value and bool(digest) \
@@ -134,10 +137,17 @@ class Evaluator:
             self.log.progress(f"{experiment_id} evaluating {role.value} ({tag})")
             evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
             self.finished_workers[str(work_dir)] = f"{experiment_id} {role.value} ({tag})"
+            impossible = physics_verdict(evaluation, untouched=False) if benchmark and role is not Role.BASELINE \
+                else None
+            if impossible is not None:  # the untouched kernel's own is the run's to judge (loop.run_baseline)
+                evaluation.status, evaluation.reason = EvaluationStatus.CHEAT_DETECTED, impossible
         write_finished(experiment_dir, FinishedEvaluation(experiment_id=experiment_id, tag=tag, label=role.value,
                                                           source_sha256=digest, evaluation=evaluation))
         if benchmark and source is not None:
             add_run_medians(state.run_medians, normalized_digest(source), evaluation)
+        for case_id in learn_modes(state.timing_modes, evaluation):
+            self.log.event(f"timing_mode case={case_id} mode={state.timing_modes[case_id]} (fixed for the run from "
+                           f"{experiment_id} {role.value})")
         self.artifacts.journal("evaluation", experiment_id=experiment_id, label=role.value, tag=tag,
                                status=evaluation.status.value, reason=evaluation.reason,
                                wall_seconds=evaluation.worker.wall_seconds, reused=reused, source_sha256=digest)

@@ -18,6 +18,7 @@ import trio
 
 from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundle
 from orchestrator.decision.gates import Verdict
+from orchestrator.decision.physics import device_peaks_line, physics_verdict
 from orchestrator.decision.schedule import measurement_schedule
 from orchestrator.decision.time_budget import candidate_fits, expected_candidate_seconds, revalidation_reserve
 from orchestrator.providers.base import (
@@ -214,6 +215,9 @@ class OptimizationRun:
             lambda reason: self.log.event(f"baseline verdict_fallback=candidate reason={quote(reason, 700)}"),
             in_candidate_process)
         evaluation.worker.verdict_fallback = state.verdict_fallback
+        impossible = physics_verdict(evaluation, untouched=True)
+        if impossible is not None:
+            evaluation.status, evaluation.reason = EvaluationStatus.CHEAT_DETECTED, impossible
         record = ExperimentRecord(experiment_id="baseline", source_sha256=raw_digest(self.inputs.kernel_source),
                                   normalized_sha256=normalized_digest(self.inputs.kernel_source),
                                   source_path=str(source_path), evaluations=[evaluation],
@@ -233,6 +237,7 @@ class OptimizationRun:
         state.device = evaluation.worker.device
         state.worker_isolation = dict(evaluation.worker.isolation)
         self.log.event(reporting.verdict_line(evaluation.worker.verdict_process, state.verdict_fallback))
+        self.log.event(f"physics {device_peaks_line(state.device)}")
         self.write_manifest(state)
         await profile_step.diagnostic_instrumentation(self.evaluator, state, "baseline", source_path, state.deadline)
         return evaluation

@@ -138,7 +138,7 @@ class Screener:
         command = ScreenCommand(command_id=0, variants=[ScreenVariant(variant_id=variant_ids[i], kernel_path=str(paths[i]))
                                                         for i in split.to_worker],
                                 cases=cases, seconds_per_case=SECONDS_PER_CASE, repetitions=REPETITIONS,
-                                seed=secrets.randbelow(2**31), budget_seconds=seconds - START_AND_SHUTDOWN_SECONDS,
+                                seed=secrets.randbits(64), budget_seconds=seconds - START_AND_SHUTDOWN_SECONDS,
                                 observe_locals=observe)
         plan = EvaluationPlan(
             label=Role.SCREENING.value, experiment_id=screen_id, run_id=self.state.run_id, kernel_path=paths[0],

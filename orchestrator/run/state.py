@@ -67,6 +67,8 @@ class RunState:
     # why verdicts run in the candidate's process though the target asked for `auto` (run/verdict_fallback.py)
     verdict_fallback: str = ""
     provider_explanation: dict[str, Any] | None = None  # from a ProviderExhausted that says why, for result.json
+    # case id -> the timing mode the run's first measurement chose (decision/timing_modes.py)
+    timing_modes: dict[str, str] = field(default_factory=dict)
 
     def stop(self, reason: StoppingReason, detail: str) -> None:
         """Record why the run stops, with the sentence a person reads in result.json; the reason and its

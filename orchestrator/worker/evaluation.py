@@ -8,7 +8,6 @@ gone before this function returns.
 
 from __future__ import annotations
 
-import random
 import secrets
 import signal
 import sys
@@ -35,7 +34,7 @@ from orchestrator.worker.process import (
 from orchestrator.worker.process_tree import kill_tree
 from protocol.bundle import Case, Target
 from protocol.profile import ProfileRequest
-from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus
+from protocol.results import CaseMeasurement, CommandSeed, Evaluation, EvaluationStatus
 from protocol.worker import (
     BenchmarkCommand,
     BenchmarkValue,
@@ -80,10 +79,13 @@ class EvaluationPlan:
     worker_python: str = sys.executable
     benchmark: bool = True
     profile_request: Callable[[Case], ProfileRequest | None] | None = None
-    seed: int = field(default_factory=lambda: secrets.randbelow(2**31))
+    seed: int = field(default_factory=lambda: secrets.randbits(64))  # names the evaluation; commands draw their own
     log_limit_bytes: int = 1 << 20
     environment: dict[str, str] | None = None
     screen: ScreenCommand | None = None  # screening: this one command instead of build/verify/benchmark
+    # case id -> the timing mode the run fixed for it (its first measurement's, or the case's own); a case
+    # not in it is measured with "auto" and its result says which mode that chose
+    timing_modes: dict[str, str] = field(default_factory=dict)
 
 
 def sandbox_for(mode: Literal["strict", "standard", "off"], work_dir: Path, profile_dir: Path | None, *,
@@ -170,8 +172,8 @@ class _Session:
         self.plan = plan
         self.connection = connection
         self.next_command_id = 0
-        self.rng = random.Random(plan.seed)
         self.phase = "setup"
+        self.seeds: list[CommandSeed] = []  # handed to the evaluation only once it is over
 
     def _phase_deadline(self) -> float:
         return min(self.plan.deadline, trio.current_time() + self.plan.phase_seconds)
@@ -200,8 +202,13 @@ class _Session:
             raise ProtocolViolation(f"reply for command {event.command_id} while waiting for command {command_id}")
         return event
 
-    def seed(self) -> int:
-        return self.rng.randrange(2**31)
+    def seed(self, case_id: str) -> int:
+        """A command's seed: 64 bits from the operating system's CSPRNG, fresh per command, so no input set can be
+        derived from anything a candidate read before its calls. The run records it after the evaluation, so the
+        user can draw the same inputs again (`Evaluation.command_seeds`)."""
+        value = secrets.randbits(64)
+        self.seeds.append(CommandSeed(phase=self.phase, case_id=case_id, seed=value))
+        return value
 
 
 def _summarized(samples: list[float]) -> Any:
@@ -258,7 +265,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
     for case in plan.cases:
         measurement = measurements[case.case_id]
         reply = await session.call(VerifyCommand, f"verify (case {case.case_id})", case=case.model_dump(),
-                                   seed=session.seed())
+                                   seed=session.seed(case.case_id))
         if isinstance(reply, FailureEvent):
             status = _failure_status(reply)
             if status is not None:
@@ -284,7 +291,8 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
             if not measurement.correct:
                 continue
             reply = await session.call(BenchmarkCommand, f"benchmark (case {case.case_id})", case=case.model_dump(),
-                                       repetitions=plan.repetitions, seed=session.seed())
+                                       repetitions=plan.repetitions, seed=session.seed(case.case_id),
+                                       timing_mode=plan.timing_modes.get(case.case_id))
             if isinstance(reply, FailureEvent):
                 # an exception (not a signal or exit) while timing: the call does not work, or its last
                 # timed output was wrong (the harness re-checks it) -> incorrect, like one in verify
@@ -306,7 +314,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
             if request is None or not measurement.correct:
                 continue
             reply = await session.call(ProfileCommand, f"profile (case {case.case_id})", case=case.model_dump(),
-                                       request=request.model_dump(), seed=session.seed())
+                                       request=request.model_dump(), seed=session.seed(case.case_id))
             if isinstance(reply, FailureEvent):
                 if _failure_status(reply) is EvaluationStatus.SANDBOX_VIOLATION:
                     raise _Stop(EvaluationStatus.SANDBOX_VIOLATION, _failure_reason(f"profile (case {case.case_id})", reply))
@@ -396,6 +404,7 @@ async def run_evaluation(plan: EvaluationPlan, spawner: Spawner, parent_env: dic
                 nursery.cancel_scope.cancel()
     finally:
         capture.finish()
+        evaluation.command_seeds = list(session.seeds)
         evaluation.worker.exit_code = spawned.process.returncode
         if spawned.process.returncode is not None and spawned.process.returncode < 0:
             evaluation.worker.signal = -spawned.process.returncode

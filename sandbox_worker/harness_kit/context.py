@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-_state: dict[str, object] = {"seed": None, "phase": None}
+_state: dict[str, object] = {"seed": None, "phase": None, "timing_mode": None}
 
 
-def set_command_context(*, seed: int | None, phase: str | None) -> None:
+def set_command_context(*, seed: int | None, phase: str | None, timing_mode: str | None = None) -> None:
     """Called by the worker before every harness call."""
     _state["seed"] = seed
     _state["phase"] = phase
+    _state["timing_mode"] = timing_mode
 
 
 def evaluation_seed(default: int | None = None) -> int:
@@ -34,6 +35,12 @@ def evaluation_seed(default: int | None = None) -> int:
 
 def current_phase() -> str | None:
     return _state["phase"]  # type: ignore[return-value]
+
+
+def timing_mode() -> str | None:
+    """The timing mode the orchestrator fixed for this benchmark's case ("events", "cuda_graph"), or None when
+    the run has not fixed one yet (its first measurement of the case, where "auto" decides)."""
+    return _state["timing_mode"]  # type: ignore[return-value]
 
 
 def scratch_dir() -> Path:

@@ -75,9 +75,13 @@ def budget_seconds(case: dict[str, Any], default: float = 2.0) -> float:
 
 
 def timing_mode(case: dict[str, Any], device: str) -> str:
-    """The case's `timing_mode` on a GPU ("auto" elsewhere). A fixed mode keeps baseline and candidates
-    comparable when their times straddle the ~20 µs point where "auto" switches to CUDA graphs."""
-    return str(case["parameters"].get("timing_mode", "auto")) if device.startswith("cuda") else "auto"
+    """On a GPU, the mode the orchestrator fixed for the case (`context.timing_mode()`: the case's
+    `timing_mode` parameter, or what the run's first measurement of it chose), else the case's parameter, else
+    "auto"; "auto" elsewhere. One mode per case keeps every side of a comparison timed the same way, whatever
+    the candidate does in its warm-up."""
+    if not device.startswith("cuda"):
+        return "auto"
+    return context.timing_mode() or str(case["parameters"].get("timing_mode", "auto"))
 
 
 def verify_entry(artifact: dict[str, Any], case: dict[str, Any], make_inputs: MakeInputs, reference: Callable,

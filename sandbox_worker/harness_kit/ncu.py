@@ -172,7 +172,8 @@ def collect_ncu_profile(
     gated = replay_spec.get("gate", "cuda_profiler_api") == "cuda_profiler_api"
     export_path = directory / name
     report_path = directory / f"{name}.ncu-rep"
-    target_argv = [python or sys.executable, "-m", "sandbox_worker.harness_kit.ncu_replay", "--spec", str(spec_path)]
+    module = str(replay_spec.get("module") or "sandbox_worker.harness_kit.ncu_replay")
+    target_argv = [python or sys.executable, "-m", module, "--spec", str(spec_path)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")

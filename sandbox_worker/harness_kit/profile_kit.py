@@ -34,6 +34,9 @@ DEFAULT_TOOLS = ("proton_launch", "native_profiler")
 KNOWN_TOOLS = ("proton_launch", "native_profiler", "ncu", "proton_intra_kernel")
 REPLAY_KEYS = ("harness_path", "kernel_path", "kernel_source", "target", "entry", "warmup_calls",
                "profiled_calls", "gate", "timeout_s", "kernel_regex")
+# a replay child of another module (the judge's `sandbox_worker.judged.ncu_child`) and the keys it reads
+MODULE_REPLAY_KEYS = ("module", "harness_path", "record_path", "kernels_dir", "kernels", "target", "warmup_calls",
+                      "profiled_calls", "gate", "timeout_s", "kernel_regex")
 
 
 def safe_case_id(case_id: str) -> str:
@@ -69,6 +72,8 @@ def build_replay_spec(ncu_replay: dict[str, Any], *, case: dict[str, Any], seed:
     `kernel_source` (the candidate source the harness was built from) is written next to the other
     artifacts, so the replay child builds exactly what was verified and benchmarked.
     """
+    if "module" in ncu_replay:
+        return _module_replay_spec(ncu_replay, case=case, seed=seed)
     unknown = sorted(set(ncu_replay) - set(REPLAY_KEYS))
     if unknown:
         return None, f"ncu_replay has unknown keys {unknown}; expected some of {list(REPLAY_KEYS)}"
@@ -96,6 +101,23 @@ def build_replay_spec(ncu_replay: dict[str, Any], *, case: dict[str, Any], seed:
     return spec, None
 
 
+def _module_replay_spec(ncu_replay: dict[str, Any], *, case: dict[str, Any],
+                        seed: int | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The spec of a replay child of its own module: its keys pass through, with the case and the seed."""
+    unknown = sorted(set(ncu_replay) - set(MODULE_REPLAY_KEYS))
+    if unknown:
+        return None, f"ncu_replay has unknown keys {unknown}; expected some of {list(MODULE_REPLAY_KEYS)}"
+    harness_path = ncu_replay.get("harness_path")
+    if not harness_path or not Path(harness_path).is_file():
+        return None, f"ncu_replay harness_path is missing or not a file: {harness_path!r}"
+    spec = {key: value for key, value in ncu_replay.items() if key not in ("timeout_s", "kernel_regex")}
+    spec.update({"harness_path": str(Path(harness_path).resolve()), "case": case, "seed": seed,
+                 "warmup_calls": int(ncu_replay.get("warmup_calls", 3)),
+                 "profiled_calls": int(ncu_replay.get("profiled_calls", 1)),
+                 "gate": ncu_replay.get("gate", "cuda_profiler_api")})
+    return spec, None
+
+
 def _current_seed() -> int | None:
     try:
         return evaluation_seed()
@@ -118,6 +140,7 @@ def profile_with_kit(
     instrumented_case: Callable[[], Any] | None = None,
     proton_iterations: int = 10,
     ncu_timeout_s: float = 300.0,
+    prepare: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
     """Answer one structured profile request for one case; see the module docstring for the shape.
 
@@ -125,7 +148,9 @@ def profile_with_kit(
     ncu filters on (defaults to `main_scope`); `main_scope` is the kernel Proton treats as the main
     launch. `ncu_replay` tells the replay child how to rebuild and launch the case (keys: harness_path,
     kernel_source or kernel_path, target, entry, warmup_calls, profiled_calls, gate, timeout_s,
-    kernel_regex). `instrumented_case` is the diagnostic-only call for `proton_intra_kernel`.
+    kernel_regex; `module` names another replay child, e.g. the judge's `sandbox_worker.judged.ncu_child`, whose
+    own keys pass through). `instrumented_case` is the diagnostic-only call for `proton_intra_kernel`.
+    `prepare` runs before every Proton call, outside its scope (`proton.collect_launch_attribution`).
     """
     request = dict(request or {})
     level = request.get("level") or "summary"
@@ -155,7 +180,8 @@ def profile_with_kit(
             attribution = proton.unavailable_attribution([cuda_reason], main_scope=main_scope)
         else:
             attribution = proton.collect_launch_attribution(
-                run_case, artifacts_dir=str(artifacts_dir), main_scope=main_scope, iterations=proton_iterations)
+                run_case, artifacts_dir=str(artifacts_dir), main_scope=main_scope, iterations=proton_iterations,
+                prepare=prepare)
         result["proton"] = attribution
 
     if "ncu" in tools:

@@ -74,12 +74,15 @@ def collect_launch_attribution(
     main_scope: str | None = None,
     iterations: int = 10,
     warmup_calls: int = 2,
+    prepare: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
     """Run `fn` under a Proton session (`hook="triton"`) and attribute its time per call.
 
-    Warm-up calls (compilation, autotuning) run before the session. The `.hatchet` and a commands file
-    are written to `artifacts_dir` and returned by absolute path. Missing Proton or no GPU gives
-    `{"available": false, ...}` with nulls and a diagnostic.
+    Warm-up calls (compilation, autotuning) run before the session. `prepare`, when given, runs before every
+    call, outside its scope and with the session paused (a judge draws fresh inputs, poisons and flushes
+    there, as it does before a timed call). The `.hatchet` and a commands file are written to `artifacts_dir`
+    and returned by absolute path. Missing Proton or no GPU gives `{"available": false, ...}` with nulls and a
+    diagnostic.
     """
     if iterations < 1:
         raise ValueError("iterations must be >= 1")
@@ -104,6 +107,8 @@ def collect_launch_attribution(
 
     try:
         for _ in range(warmup_calls):
+            if prepare is not None:
+                prepare()
             fn()
         _synchronize()
     except Exception as exc:  # noqa: BLE001 - report, do not crash the profile of other tools
@@ -118,6 +123,8 @@ def collect_launch_attribution(
             error = "proton.start returned no session (TRITON_PROTON_DISABLE set or run under the proton CLI)"
         else:
             for index in range(iterations):
+                if prepare is not None:
+                    _paused(proton, session, prepare)
                 with proton.cpu_timed_scope(f"{CALL_SCOPE_PREFIX}{index}"):
                     fn()
                     _synchronize()
@@ -140,6 +147,25 @@ def collect_launch_attribution(
     result["collect_seconds"] = round(time.monotonic() - started, 3)
     return result
 
+
+
+def _paused(proton: Any, session: Any, prepare: Callable[[], Any]) -> None:
+    """`prepare()` with the session deactivated, so its kernels are not profiled (where this Proton can pause
+    a session; elsewhere they land outside every call scope, which the per-call figures ignore)."""
+    deactivate, activate = getattr(proton, "deactivate", None), getattr(proton, "activate", None)
+    paused = False
+    if deactivate is not None and activate is not None:
+        try:
+            deactivate(session)
+            paused = True
+        except Exception:  # noqa: BLE001 - an older Proton: profile the preparation outside the scopes
+            paused = False
+    try:
+        prepare()
+        _synchronize()
+    finally:
+        if paused:
+            activate(session)
 
 
 # ---- instrumentation (diagnostic only) ----------------------------------------------------------------

@@ -1,42 +1,48 @@
 """The judge on a GPU target: record the candidate's launches in its process, replay them in the judge's.
 
-Per case, verify asks the candidate process to record its entry on two fresh inputs (`recording.py`; the
+Per case, verify asks the candidate process to record its entry on two fresh input sets (`recording.py`; the
 inputs cross as bytes in the shared slot, the candidate copies them to its GPU), checks each record
-(`replay.parse_record`), loads the compiled kernels it names into the judge's own CUDA context, and replays
-the launches on the judge's own CUDA inputs (drawn again from the same salts) and its own output buffers,
-poisoned first. The outputs are compared with the reference here; the two records must be the same (the
-launches may not depend on the data), and the outputs must follow the inputs. Benchmark times the replay
-with the timing kit (events with an L2 flush, or CUDA graphs under ~20 µs), rotating over input sets drawn
-fresh for it and checking every set afterwards. Profiles run Proton over the same replay (and ncu over the
-candidate's own launch in a sandboxed child, as evidence that can only veto). The candidate's
-Python never runs in this process, and its process is stopped (SIGSTOP) whenever the judge is measuring.
+(`replay.parse_record`), loads the compiled kernels it names into the judge's own CUDA context (under the
+names their binaries define, `cubin.py`), and replays the launches on the judge's own copy of those inputs and
+on its own output buffers. The two records must be the same (the launches may not depend on the data), and
+the outputs must follow the inputs.
+
+Every replayed call, in verify, benchmark and profile alike, is a `fresh_calls.Call`: an input set drawn for
+it alone from the command's seed, the wrapper's buffers refilled with unpredictable bytes and the outputs with
+NaN first, and the reference and the private copy of the inputs computed only after its kernels finished.
+While a candidate kernel runs, nothing of the verdict exists in the context it can read. Benchmark times the
+replays in the mode the orchestrator fixed for the case (`replay_timing.py`) and checks calls drawn at random
+after they ran; Proton profiles the same kind of calls, and ncu profiles them in a child that runs the judge's
+replay, never the candidate's Python (`ncu_child.py`). The candidate's Python never runs in this process, and
+its process is stopped (SIGSTOP) whenever the judge is measuring.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox_worker.harness_kit import checks, timing
+from sandbox_worker.harness_kit import checks
 from sandbox_worker.harness_kit.entry_point import budget_seconds, timing_mode
+from sandbox_worker.judged.fresh_calls import Call, CallCheckFailed, CallSource, Drawn, output_specs_for
 from sandbox_worker.judged.judge import (
     SLOTS,
     VERIFY_SALTS,
     CandidateRaised,
     CheatDetected,
     Judge,
-    compare_to_reference,
     input_dependence,
     returned_problem,
 )
 from sandbox_worker.judged.replay import KernelLibrary, Recording, RecordRefused, ReplayPlan, parse_record
 from sandbox_worker.judged.slots import plan_layout
 
-BENCHMARK_SALT_BASE = 1_000
-ROTATION = 3  # input sets the timed calls rotate over, each checked after timing
-PROFILE_SALT = 2_000
+BENCHMARK_SALT_BASE = 1_000_000
+PROFILE_SALT_BASE = 2_000_000
+PROBE_SALT = 3_000_000  # the input set whose reference tells the outputs' shapes; never replayed
 VERDICT_MODE = "judge_replay"
 
 
@@ -45,40 +51,18 @@ class CudaAlreadyInitialized(Exception):
 
 
 @dataclass
-class GpuCall:
-    """One call as the judge holds it, all on the judge's GPU: the arguments (and, for an entry that writes into
-    output arguments, the output tensors passed after them), the reference outputs, private copies of the
-    inputs. Nothing is kept on the host: checks compare on the GPU, and only a recorded call's inputs cross
-    to the candidate (through the slot)."""
-
-    arguments: tuple[Any, ...]  # contiguous
-    expected: tuple[Any, ...]
-    snapshot: tuple[Any, ...]  # private copies of the CUDA tensor inputs
-    out_arguments: tuple[Any, ...] = ()  # outputs_are_arguments: where the entry writes
-
-    @property
-    def tensors(self) -> list[Any]:
-        return [a for a in self.arguments if _is_tensor(a)]
-
-    @property
-    def replay_tensors(self) -> list[Any]:
-        """The storages the record names as inputs, in order: tensor arguments, then output arguments."""
-        return [*self.tensors, *self.out_arguments]
-
-
-@dataclass
 class GpuJudge(Judge):
     device: str = "cuda"
     library: KernelLibrary = field(default_factory=KernelLibrary)
     plans: dict[str, ReplayPlan] = field(default_factory=dict)
+    output_specs: dict[str, tuple[tuple[tuple[int, ...], Any], ...]] = field(default_factory=dict)
     recorded_slot: int = 0
-    # the harness file for ncu's replay child (it defines `run_case`); None: the harness has no run_case
-    ncu_harness_path: str | None = None
+    harness_path: str | None = None  # the frozen harness, which the ncu child imports for the case's inputs
     records_launches = True
 
     @classmethod
     def start(cls, spec: Any, target: dict[str, Any], kernel_path: str, *, writable_dirs: list[str] | None,
-              own_pid_namespace: bool, ncu_harness_path: str | None = None) -> GpuJudge:
+              own_pid_namespace: bool, harness_path: str | None = None) -> GpuJudge:
         import torch
 
         if torch.cuda.is_initialized():
@@ -92,35 +76,60 @@ class GpuJudge(Judge):
         process = CandidateProcess.fork(writable_dirs, own_pid_namespace)
         activate_triton_cuda()  # after the fork: the candidate process initialises CUDA on its own
         return cls(spec=spec, target=target, kernel_path=kernel_path, writable_dirs=writable_dirs,
-                   process=process, device=device_for(target), ncu_harness_path=ncu_harness_path)
+                   process=process, device=device_for(target), harness_path=harness_path)
 
     def for_variant(self, kernel_path: str) -> GpuJudge:
         """Never: a candidate process must be forked before the judge initialises CUDA, so a GPU worker
         screens in process (`Worker.on_screen`; screening ranks, it never decides)."""
         raise RecordRefused("a GPU judge cannot fork another candidate process once CUDA is initialised")
 
+    # ---- calls ---------------------------------------------------------------------------------------
+
+    def _source(self, case: dict[str, Any], salt_base: int, plan: ReplayPlan | None = None) -> CallSource:
+        return CallSource(spec=self.spec, case=case, device=self.device,
+                          bind=plan.bind if plan is not None else None,
+                          output_specs=self._output_specs(case), salts=itertools.count(salt_base))
+
+    def _output_specs(self, case: dict[str, Any]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+        """(shape, dtype) of each output, from the reference on an input set drawn only for this (never
+        replayed, and gone before any candidate kernel runs)."""
+        key = str(case.get("case_id"))
+        if key not in self.output_specs:
+            self.output_specs[key] = output_specs_for(self.spec, case, self.device, PROBE_SALT)
+        return self.output_specs[key]
+
     # ---- verify ----------------------------------------------------------------------------------------
 
     def _verify_trials(self, case: dict[str, Any]) -> dict[str, Any]:
+        source = self._source(case, 0)
+        problem = source.require_deterministic_inputs(VERIFY_SALTS[0])
+        if problem is not None:
+            return checks.verdict(False, problem)
         trials, structures, verdicts = [], [], []
         for salt in VERIFY_SALTS:
-            call = self._draw(case, salt)
+            drawn = source.draw(salt)
             try:
-                recording, described = self._record(call)
+                recording, described = self._record(drawn, case)
                 plan = ReplayPlan(recording, self.library)
                 plan.check_arity()
-                outputs = self._replay_once(plan, call)
+                source.bind = plan.bind
+                call = source.prepare(drawn)
+                returned = self._replay_synchronized(call)
             except RecordRefused as exc:
                 return checks.verdict(False, str(exc))
-            verdict = self._check_replay(call, described if described is not None else [], outputs)
+            verdict, expected = source.check(call, returned, keep_expected=True)
+            if described is not None and not self.spec.outputs_are_arguments:
+                problem = returned_problem(described, expected, self.spec.compare, device="cuda")
+                if problem is not None:  # what the entry said it returned is wrong: say that first
+                    verdict = checks.verdict(False, problem)
             if not verdict["passed"]:
-                own = self._own_outputs_problem(call)
+                own = self._own_outputs_problem(expected, drawn)
                 if own is None:
                     verdict["diagnostics"] += (" (the entry's own call was correct, its replayed launches were not: "
                                                "the wrapper does work between launches that replay cannot repeat)")
                 return verdict
             structures.append(recording.structure())
-            trials.append((call.expected, tuple(o.detach().clone() for o in outputs)))
+            trials.append((expected, tuple(o.detach().clone() for o in call.outputs(returned))))
             verdicts.append(verdict)
             self.plans[str(case.get("case_id"))] = plan
         if structures[0] != structures[1]:
@@ -129,26 +138,28 @@ class GpuJudge(Judge):
                                                   "the judge replays one recording per case"))
         return checks.merge_verdicts(verdicts + input_dependence(trials))
 
-    def _draw(self, case: dict[str, Any], salt: int) -> GpuCall:
-        """Inputs from the case and salt on the judge's GPU, and the reference computed on private copies."""
-        raw = tuple(self.spec.make_inputs(case, self.device, salt))
-        arguments = tuple(a.contiguous() if _is_tensor(a) else a for a in raw)
-        expected = self.spec.reference(*checks.clone_args(arguments))
-        expected = tuple(e.detach() for e in (expected if isinstance(expected, (tuple, list)) else (expected,)))
-        out_arguments = tuple(e.new_empty(e.shape) for e in expected) if self.spec.outputs_are_arguments else ()
-        return GpuCall(arguments=arguments, expected=expected,
-                       snapshot=tuple(a.clone() for a in arguments if _is_tensor(a)), out_arguments=out_arguments)
+    def _replay_synchronized(self, call: Call) -> Any:
+        import torch
 
-    def _record(self, call: GpuCall) -> tuple[Recording, Any]:
-        """The candidate records its entry on this call's inputs (copied through the slot); kernels it names
+        returned = call.bound()
+        torch.cuda.synchronize(self.device)
+        return returned
+
+    def _record(self, drawn: Drawn, case: dict[str, Any]) -> tuple[Recording, Any]:
+        """The candidate records its entry on this input set (copied through the slot); kernels it names
         that the judge has not loaded are fetched and loaded."""
-        layout = plan_layout(call.arguments, call.expected, outputs_are_arguments=self.spec.outputs_are_arguments)
+        import torch
+
+        shapes = self._output_specs(case)
+        layout = plan_layout(drawn.arguments, tuple(torch.empty(shape, dtype=dtype, device="meta")
+                                                    for shape, dtype in shapes),
+                             outputs_are_arguments=self.spec.outputs_are_arguments)
         if layout != self.layout:
             self._map(layout)
         slot = self.next_slot
         self.next_slot = (slot + 1) % SLOTS
         inputs, outputs = self.slot_views[slot]
-        for view, argument in zip(inputs, call.tensors, strict=True):
+        for view, argument in zip(inputs, drawn.tensors, strict=True):
             view.copy_(argument)  # device to the shared host slot
         checks.poison_(outputs)
         self.recorded_slot = slot
@@ -162,108 +173,84 @@ class GpuJudge(Judge):
                 self.library.load(key, payload.get("payload"))
         return recording, reply.get("outputs")
 
-    def _replay_once(self, plan: ReplayPlan, call: GpuCall) -> tuple[Any, ...]:
-        return self._replay_checked_call(plan.bind(call.replay_tensors), call)
-
-    def _replay_checked_call(self, bound: Any, call: GpuCall) -> tuple[Any, ...]:
-        """One replay with its outputs poisoned first, synchronized; returns what the check reads."""
-        import torch
-
-        checks.poison_([*bound.outputs, *call.out_arguments])
-        outputs = bound()
-        torch.cuda.synchronize(self.device)
-        return call.out_arguments if self.spec.outputs_are_arguments else outputs
-
-    def _check_replay(self, call: GpuCall, described: Any, outputs: tuple[Any, ...]) -> dict[str, Any]:
-        """Verdict on a replay: what the entry said it returned (when `described` is given), the values
-        against the reference, and the inputs against the judge's private copies."""
-        if described is not None and not self.spec.outputs_are_arguments:
-            problem = returned_problem(described, call.expected, self.spec.compare, device="cuda")
-            if problem is not None:
-                return checks.verdict(False, problem)
-        result = compare_to_reference(self.spec, tuple(o.detach() for o in outputs), call.expected, call.arguments)
-        if self.spec.compare.get("allow_input_mutation"):
-            return result
-        return checks.merge_verdicts([result, checks.inputs_unchanged(call.tensors, call.snapshot)])
-
-    def _own_outputs_problem(self, call: GpuCall) -> str | None:
+    def _own_outputs_problem(self, expected: tuple[Any, ...], drawn: Drawn) -> str | None:
         """Whether the candidate's own recorded call (its outputs, copied to the slot) was wrong; None if right."""
+        from sandbox_worker.judged.judge import compare_to_reference
+
         own = tuple(o.to(self.device) for o in self._read_outputs(self.recorded_slot))
-        result = compare_to_reference(self.spec, own, call.expected, call.arguments)
+        result = compare_to_reference(self.spec, own, expected, drawn.arguments)
         return None if result["passed"] else result["diagnostics"]
 
     # ---- benchmark -------------------------------------------------------------------------------------
 
     def benchmark(self, case: dict[str, Any], repetitions: int) -> dict[str, Any]:
+        from sandbox_worker.judged.device_figures import device_figures
+        from sandbox_worker.judged.replay_timing import measure_replays
+
         plan = self._plan_for(case)
-        calls = [self._draw(case, BENCHMARK_SALT_BASE + index) for index in range(ROTATION)]
-        bound = [plan.bind(call.replay_tensors) for call in calls]
-        turn = itertools.count()
-        last = {"index": 0}
-
-        def replay() -> tuple[Any, ...]:
-            index = next(turn) % ROTATION
-            last["index"] = index
-            outputs = bound[index]()
-            return calls[index].out_arguments if self.spec.outputs_are_arguments else outputs
-
-        def check_last(output: Any) -> None:
-            self._raise_if_wrong(calls[last["index"]], output, "the last timed call")
-
-        mode = timing_mode(case, self.device)
-        result = timing.measure(replay, repetitions=repetitions, device=self.device, mode=mode,  # type: ignore[arg-type]
-                                budget_seconds=budget_seconds(case), check_last=check_last)
-        for index, (call, replayed) in enumerate(zip(calls, bound, strict=True)):
-            self._raise_if_wrong(call, self._replay_checked_call(replayed, call), f"input set {index} after timing")
-        result["metrics"].update({"verdict": VERDICT_MODE, "rotation": ROTATION,
-                                  "replayed_launches": sum("launch" in s for s in plan.recording.steps)})
+        source = self._source(case, BENCHMARK_SALT_BASE, plan)
+        mode = timing_mode(case, self.device)  # the orchestrator's choice for the case, else auto
+        try:
+            result = measure_replays(source, repetitions=repetitions, device=self.device, mode=mode,
+                                     budget_seconds=budget_seconds(case))
+        except CallCheckFailed as exc:
+            raise CheatDetected("judge's check of calls drawn at random", str(exc)) from None
+        result["metrics"].update({"verdict": VERDICT_MODE, "fresh_inputs_per_call": True,
+                                  "replayed_launches": sum("launch" in s for s in plan.recording.steps),
+                                  "replayed_kernels": [self.library.names[s["launch"]] for s in plan.recording.steps
+                                                       if "launch" in s],
+                                  **device_figures(self.device)})
         if self.spec.work is not None:
             result["metrics"].update(self.spec.work(case))
         return result
 
-    def _raise_if_wrong(self, call: GpuCall, outputs: Any, what: str) -> None:
-        verdict = self._check_replay(call, None, outputs if isinstance(outputs, tuple) else (outputs,))
-        if not verdict["passed"]:
-            raise CheatDetected("judge's check of the replayed calls", f"{what}: {verdict['diagnostics']}")
-
     def _plan_for(self, case: dict[str, Any]) -> ReplayPlan:
         plan = self.plans.get(str(case.get("case_id")))
-        if plan is None:  # benchmark without verify in this worker: record once on inputs of its own
-            recording, _ = self._record(self._draw(case, BENCHMARK_SALT_BASE - 1))
-            plan = ReplayPlan(recording, self.library)
-            plan.check_arity()
-            self.plans[str(case.get("case_id"))] = plan
+        if plan is None:  # benchmark without verify in this worker: verify first (it records and checks)
+            verdict = self._verify_trials(case)
+            if not verdict["passed"]:
+                raise RecordRefused(f"the case cannot be replayed: {verdict['diagnostics']}")
+            plan = self.plans[str(case.get("case_id"))]
         return plan
 
     # ---- profile ---------------------------------------------------------------------------------------
 
     def profile(self, case: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        """Proton over fresh, poisoned, flushed calls of the replay (as benchmark times them); ncu over the
+        same in a child that runs the judge's replay (`ncu_child.py`), never the candidate's Python."""
         from sandbox_worker.harness_kit.profile_kit import profile_with_kit
+        from sandbox_worker.judged.replay_timing import L2Flush
 
         plan = self._plan_for(case)
-        bound = plan.bind(self._draw(case, PROFILE_SALT).replay_tensors)
-        result = profile_with_kit(bound, request=request, case=case, kernel_name=self.spec.kernel_name,
-                                  main_scope=self.target.get("main_scope") or self.spec.kernel_name,
-                                  ncu_replay=self._ncu_replay())
+        source = self._source(case, PROFILE_SALT_BASE, plan)
+        flush = L2Flush(self.device)
+        holder: dict[str, Call] = {}
+
+        def prepare() -> None:  # outside Proton's per-call scope: a fresh call, poisoned, and a cold L2
+            holder["call"] = source.prepare()
+            flush()
+
+        names = sorted({self.library.names[s["launch"]] for s in plan.recording.steps if "launch" in s})
+        main_scope = self.target.get("main_scope") or self.spec.kernel_name
+        result = profile_with_kit(lambda: holder["call"].bound(), prepare=prepare, request=request, case=case,
+                                  kernel_name=main_scope, main_scope=main_scope,
+                                  ncu_replay=self._ncu_replay(plan, case, request))
+        result["replayed_kernels"] = names
         result["diagnostics"].append(
-            "judged mode: Proton timed the judge's replay of the recorded launches; ncu profiled the candidate's "
-            "own launch in a sandboxed child (its figures are evidence and can only veto, never promote)"
-            if self.ncu_harness_path else
-            "judged mode: Proton timed the judge's replay; ncu needs the harness to define run_case")
+            "judged mode: Proton and ncu timed the judge's replay of the recorded launches on fresh, poisoned inputs "
+            "with a cold L2, as benchmark does; kernel names are the ones their binaries define")
         return result
 
-    def _ncu_replay(self) -> dict[str, Any] | None:
-        """How ncu's child rebuilds and launches the candidate. It runs the candidate's Python (a child of this
-        sandboxed worker, every layer inherited), so nothing it reports can make a candidate faster: the
-        benchmark verdict is the judge's replay, and ncu's numbers only ever veto."""
-        if self.ncu_harness_path is None:
+    def _ncu_replay(self, plan: ReplayPlan, case: dict[str, Any], request: dict[str, Any]) -> dict[str, Any] | None:
+        """How ncu's child replays the case: the harness (for its inputs), the record and the kernels this judge
+        loaded; no candidate Python."""
+        if self.harness_path is None:
             return None
-        source = Path(self.kernel_path).read_text(encoding="utf-8")
-        return {"harness_path": self.ncu_harness_path, "kernel_source": source, "target": self.target,
-                "entry": "run_case"}
-
-
-def _is_tensor(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
+        directory = Path(request.get("artifacts_dir") or self.library.directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        record_path = directory / "ncu_replay_record.json"
+        record_path.write_text(json.dumps({"steps": list(plan.recording.steps), "buffers": list(plan.recording.buffers),
+                                           "outputs": list(plan.recording.outputs)}), encoding="utf-8")
+        return {"module": "sandbox_worker.judged.ncu_child", "harness_path": self.harness_path,
+                "record_path": str(record_path), "kernels_dir": str(self.library.directory),
+                "kernels": plan.recording.kernel_hashes, "target": self.target}

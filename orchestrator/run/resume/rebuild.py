@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.decision.timing_modes import learn_modes
 from orchestrator.run.ledger.evaluations import FinishedEvaluation
 from orchestrator.run.resume.record import RecordedRun, seconds_spent
 from orchestrator.run.state import Incumbent, RunState, add_run_medians, promoted_incumbent
@@ -48,6 +49,7 @@ def rebuild_state(run_id: str, experiments: Sequence[ExperimentRecord]) -> RunSt
                 digest = measured_digest(record, evaluation, by_id)
                 if digest:
                     add_run_medians(state.run_medians, digest, evaluation)
+                learn_modes(state.timing_modes, evaluation)
     baseline = by_id.get("baseline")
     if baseline is not None and baseline.evaluations:
         state.device = baseline.evaluations[0].worker.device
