@@ -175,6 +175,10 @@ def test_honest_kernel_is_judged_from_another_process(tmp_path):
     case = evaluation.cases[0]
     assert case.cache_policy == "judged_cpu_round_trip"
     assert case.metrics["benchmark.checked_calls"] >= len(case.samples_us) >= 5
+    # every command had a seed of its own, 64 bits wide, recorded once the evaluation was over
+    assert [(s.phase, s.case_id) for s in evaluation.command_seeds] == [("verify", "n256"), ("benchmark", "n256")]
+    assert all(0 <= s.seed < 2**64 for s in evaluation.command_seeds)
+    assert max(s.seed for s in evaluation.command_seeds) >= 2**32
 
 
 def test_a_target_can_keep_the_verdict_in_the_candidates_process(tmp_path):
