@@ -265,6 +265,70 @@ def ncu_veto_unavailable_reason(candidate_profile: Mapping[str, Any] | None,
     return f"ncu regression veto not checked: no ncu duration for the {' and '.join(missing)}"
 
 
+# ---- required evidence: present, and in agreement with the benchmark ------------------------------------
+
+EVIDENCE_TOOLS = ("proton", "ncu")
+TOOL_LABELS = {"proton": "Proton", "ncu": "NCU"}
+# A profiled kernel time and the benchmark's median of the same case agree within this factor, plus a few µs per
+# launch for the gaps between launches the benchmark's window holds: honest H200 runs differ by up to ~30 %
+# (tiny kernels, spills); a kernel that is cheap only when profiled, or only when timed, differs by far more.
+AGREEMENT_FACTOR = 1.5
+AGREEMENT_SLACK_US_PER_LAUNCH = 2.0
+
+
+def evidence_time_us(profile: Mapping[str, Any] | None, tool: str) -> float | None:
+    """The kernel time per call a profiler measured: Proton's over every kernel of the call, NCU's for the main
+    kernel's launch; None when the tool gave nothing."""
+    if tool == "proton":
+        total = profile_value(profile, "proton", "total_kernel_us")
+        if total is not None:
+            return total
+        main, other = profile_value(profile, "proton", "main_kernel_us"), profile_value(profile, "proton",
+                                                                                          "non_main_kernel_us")
+        return main + (other or 0.0) if main is not None else None
+    return ncu_duration_us(profile)
+
+
+def tools_with_evidence(profiles: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+    """The profilers that measured the untouched kernel (case id -> its profile): what this machine can
+    profile, and so what every candidate must bring too. Empty: the run has no profile evidence at all."""
+    return [tool for tool in EVIDENCE_TOOLS if any(evidence_time_us(p, tool) is not None for p in profiles.values())]
+
+
+def _missing_reason(profile: Mapping[str, Any] | None, tool: str) -> str:
+    section = profile.get(tool) if isinstance(profile, Mapping) else None
+    if not isinstance(profile, Mapping):
+        return "no profile came back"
+    if profile.get("error"):
+        return f"the profile step failed: {str(profile['error'])[:160]}"
+    if not isinstance(section, Mapping):
+        return f"{TOOL_LABELS[tool]} did not run"
+    notes = section.get("diagnostics") or []
+    return str(notes[0])[:160] if notes else f"{TOOL_LABELS[tool]} gave no kernel time"
+
+
+def evidence_problem(case_id: str, profile: Mapping[str, Any] | None, benchmark_us: float | None,
+                     required: list[str], launches: int = 1) -> str | None:
+    """Why a candidate's profile evidence for one case does not stand (None when it does): a required tool gave
+    nothing ("profile missing for n16M: Proton (...)"), or its kernel time and the benchmark disagree beyond
+    `AGREEMENT_FACTOR` ("n16M: Proton 6.7 us vs benchmark 55.1 us"). NCU profiles the main kernel's launch only,
+    so with several launches per call it is held only to not exceeding the benchmark."""
+    slack = AGREEMENT_SLACK_US_PER_LAUNCH * max(launches, 1)
+    for tool in required:
+        measured = evidence_time_us(profile, tool)
+        if measured is None:
+            return f"profile missing for {case_id}: {TOOL_LABELS[tool]} ({_missing_reason(profile, tool)})"
+        bench = number(benchmark_us)
+        if bench is None or bench <= 0:
+            continue
+        too_fast = bench > AGREEMENT_FACTOR * measured + slack and not (tool == "ncu" and launches > 1)
+        too_slow = measured > AGREEMENT_FACTOR * bench + slack
+        if too_fast or too_slow:
+            return (f"{case_id}: {TOOL_LABELS[tool]} {measured:.1f} us vs benchmark {bench:.1f} us (they must agree "
+                    f"within {AGREEMENT_FACTOR:g}x + {slack:g} us on the same inputs, poison and flush)")
+    return None
+
+
 # ---- deltas and log lines -----------------------------------------------------------------------------
 
 

@@ -238,6 +238,7 @@ class OptimizationRun:
         state.worker_isolation = dict(evaluation.worker.isolation)
         self.log.event(reporting.verdict_line(evaluation.worker.verdict_process, state.verdict_fallback))
         self.log.event(f"physics {device_peaks_line(state.device)}")
+        self.log.event(profile_step.evidence_line(self.evaluator, state))
         self.write_manifest(state)
         await profile_step.diagnostic_instrumentation(self.evaluator, state, "baseline", source_path, state.deadline)
         return evaluation
@@ -436,9 +437,13 @@ class OptimizationRun:
         state.written_sources[str(final_path)] = raw_digest(incumbent.source)
         evaluations, final = await self.side_by_side.measure(
             state, "final", final_path, baseline_path, deadline=state.deadline, role=Role.FINAL, profile_level="deep")
+        test_seed = secrets.randbelow(2**31)
         verdict, noise = await self.side_by_side.judge(state, "final", evaluations, final_path, baseline_path,
-                                                       deadline=state.deadline, role=Role.FINAL,
-                                                       test_seed=secrets.randbelow(2**31))
+                                                       deadline=state.deadline, role=Role.FINAL, test_seed=test_seed)
+        if self.config.profile and final.status is EvaluationStatus.OK:
+            veto = profile_step.evidence_veto(self.evaluator, state, final, verdict)
+            if veto is not None:
+                verdict = self.side_by_side.verdict(evaluations, Role.FINAL, test_seed, noise, profile_veto=veto)
         record = ExperimentRecord(experiment_id="final", parent_id=incumbent.experiment_id,
                                   source_sha256=raw_digest(incumbent.source),
                                   normalized_sha256=normalized_digest(incumbent.source), source_path=str(final_path),

@@ -78,7 +78,52 @@ async def profile_evidence(evaluator: Evaluator, state: RunState, record: Experi
         if unchecked:
             profiles[case_id].veto_diagnostic = unchecked
     write_json(evaluator.artifacts.experiment_dir(record.experiment_id) / "profile.json", profiles)
-    return veto or next((text for text in cross_checks if text), None)
+    evidence = evidence_veto(evaluator, state, candidate, verdict,
+                             {case_id: comparison.profile for case_id, comparison in profiles.items()})
+    return evidence or veto or next((text for text in cross_checks if text), None)
+
+
+def required_evidence(evaluator: Evaluator, state: RunState) -> list[str]:
+    """The profilers every candidate must bring for every protected case: those that measured the untouched
+    kernel in this run (none with profiling off, or on a machine without a profiler: a property of the run)."""
+    if not evaluator.config.profile:
+        return []
+    baseline = next((r for r in state.experiments if r.experiment_id == "baseline"), None)
+    if baseline is None or not baseline.evaluations:
+        return []
+    return profile_rules.tools_with_evidence(reporting.profiles_by_case(baseline.evaluations[-1]))
+
+
+def evidence_line(evaluator: Evaluator, state: RunState) -> str:
+    """The live-log line that says, once, what profile evidence this run requires and why."""
+    required = required_evidence(evaluator, state)
+    if required:
+        return (f"profile_evidence required={','.join(required)} (a candidate whose profile is missing, or disagrees "
+                "with its benchmark, is not promoted)")
+    why = ("profiling is off (--no-profile)" if not evaluator.config.profile else
+           "no profiler measured the untouched kernel on this machine")
+    return f"profile_evidence required=none reason={why!r}: candidates are promoted on the benchmark alone"
+
+
+def evidence_veto(evaluator: Evaluator, state: RunState, candidate: Evaluation, verdict: Verdict,
+                  profiles: dict[str, dict | None] | None = None) -> str | None:
+    """The veto when a protected case's required profile is missing or disagrees with the benchmark."""
+    required = required_evidence(evaluator, state)
+    if not required:
+        return None
+    profiles = profiles if profiles is not None else reporting.profiles_by_case(candidate)
+    problems = []
+    for case in evaluator.inputs.cases:
+        if not case.protected:
+            continue
+        row = next((r for r in verdict.comparisons if r.case_id == case.case_id), None)
+        measured = candidate.case(case.case_id)
+        launches = int((measured.metrics if measured else {}).get("benchmark.replayed_launches") or 1)
+        problem = profile_rules.evidence_problem(case.case_id, profiles.get(case.case_id),
+                                                 row.candidate_median_us if row else None, required, launches)
+        if problem:
+            problems.append(problem)
+    return "profile evidence: " + "; ".join(problems) if problems else None
 
 
 async def diagnostic_instrumentation(evaluator: Evaluator, state: RunState, experiment_id: str, kernel_path: Path,

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.decision.physics import TOLERANCE, case_rate, device_peaks_line, impossible_cases, physics_verdict
+from orchestrator.decision.physics import (
+    TOLERANCE,
+    case_rate,
+    device_peaks_line,
+    impossible_cases,
+    physics_verdict,
+)
 from protocol.devices import DEVICE_PEAKS, DevicePeaks, peaks_for
 from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus, SampleStats
 
