@@ -84,6 +84,6 @@ def test_a_fresh_clone_passes_or_names_the_directory_closed_to_uid_65534(mode: i
         outcome, reason = run_in_clone(clone)
     if expected == "passed" and outcome == "skipped" and "not available on this kernel" in reason:
         pytest.skip(f"in the clone, {reason}: this kernel cannot show the test passing")
-    assert outcome == expected, reason
+    assert outcome == expected, f"expected {expected} {expected_reason}, got:\n{reason}"
     if expected == "skipped":
         assert fnmatch.fnmatchcase(reason, expected_reason), (reason, expected_reason)
