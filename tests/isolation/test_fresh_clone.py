@@ -27,7 +27,7 @@ TEST = "tests/isolation/test_layers.py::test_a_non_root_worker_may_write_proc_so
 NEEDS_ROOT = "needs root (to switch uid) and a system python3 that uid 65534 can run"
 
 
-def may_nobody(path: Path, owner: int, group: int, other: int) -> bool:
+def mode_allows_65534(path: Path, owner: int, group: int, other: int) -> bool:
     """POSIX mode bits as they apply to uid/gid 65534 (no ACL is set on these paths)."""
     status = path.stat()
     if status.st_uid == NOBODY:
@@ -37,8 +37,8 @@ def may_nobody(path: Path, owner: int, group: int, other: int) -> bool:
 
 def first_closed_directory(path: Path) -> Path | None:
     """The first directory above `path`, from /, that uid 65534 may not search."""
-    return next((d for d in reversed(path.parents) if not may_nobody(d, stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)),
-                None)
+    closed = (d for d in reversed(path.parents) if not mode_allows_65534(d, stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH))
+    return next(closed, None)
 
 
 def expected_outcome(clone: Path, temp_dir: Path) -> tuple[str, str]:
@@ -48,7 +48,7 @@ def expected_outcome(clone: Path, temp_dir: Path) -> tuple[str, str]:
     package = clone / "sandbox_worker" / "__init__.py"
     if closed := first_closed_directory(package):
         return "skipped", f"uid {NOBODY} cannot read the checkout at {clone}: {closed} is not traversable"
-    if not may_nobody(package, stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH):
+    if not mode_allows_65534(package, stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH):
         return "skipped", f"uid {NOBODY} cannot read the checkout at {clone}: {package}: Permission denied"
     if closed := first_closed_directory(temp_dir / "tlx-isolation-"):  # the test's scratch goes there
         return "skipped", (f"uid {NOBODY} cannot reach its scratch at {temp_dir}/tlx-isolation-*/scratch: "
