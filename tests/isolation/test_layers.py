@@ -352,6 +352,35 @@ def test_a_root_worker_gets_proc_for_cuda_children_but_never_proc_sys(sandbox_di
     assert result["outer_oom"] == "ENOENT"
 
 
+NOBODY = 65534
+SYSTEM_PYTHON = "/usr/bin/python3"  # the venv's interpreter may sit where uid 65534 cannot reach it
+# Run as the uid in question, so the kernel answers: the first directory above the target that the uid may not
+# search, else the target's own refusal to open for reading; prints nothing when the target opens.
+READ_AS_UID = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    target = Path(sys.argv[1])
+    blocked = [d for d in reversed(target.parents) if not os.access(d, os.X_OK)]
+    if blocked:
+        print(f"{blocked[0]} is not traversable")
+    else:
+        try:
+            os.close(os.open(target, os.O_RDONLY))
+        except OSError as exc:
+            print(f"{target}: {exc.strerror}")
+""")
+
+
+def why_uid_cannot_read(uid: int, target: Path) -> str | None:
+    """None when `uid` can open `target` for reading, else what stops it (needs root to switch uid)."""
+    completed = subprocess.run(
+        [SYSTEM_PYTHON, "-c", READ_AS_UID, str(target)], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"}, user=uid, group=uid, extra_groups=[],
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout.strip() or None
+
+
 @pytest.fixture
 def world_traversable_dir() -> Path:
     """pytest's tmp_path sits under a 0700 directory that another uid cannot enter."""
@@ -361,23 +390,25 @@ def world_traversable_dir() -> Path:
 
 
 def test_a_non_root_worker_may_write_proc_so_children_can_use_cuda(world_traversable_dir: Path) -> None:
-    python = "/usr/bin/python3"
-    if os.geteuid() != 0 or not os.access(python, os.X_OK):
+    if os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.skip("needs root (to switch uid) and a system python3 that uid 65534 can run")
+    # the child imports sandbox_worker from this checkout, which may sit under a private (0700) directory
+    if why := why_uid_cannot_read(NOBODY, PROJECT_ROOT / "sandbox_worker" / "__init__.py"):
+        pytest.skip(f"uid {NOBODY} cannot read the checkout at {PROJECT_ROOT}: {why}")
     tmp_path = world_traversable_dir
     dirs = {"scratch": tmp_path / "scratch", "triton": tmp_path / "scratch" / "triton_cache",
             "tmp": tmp_path / "scratch" / "tmp"}
     for path in dirs.values():
         path.mkdir(exist_ok=True)
-        os.chown(path, 65534, 65534)
+        os.chown(path, NOBODY, NOBODY)
+    if why := why_uid_cannot_read(NOBODY, dirs["scratch"]):  # TMPDIR may be private too
+        pytest.skip(f"uid {NOBODY} cannot reach its scratch at {dirs['scratch']}: {why}")
     code = PRELUDE + textwrap.dedent(PROC_SNIPPET) + "\nprint(json.dumps(result))\n"
     completed = subprocess.run(
-        [python, "-c", code, json.dumps(make_config(dirs)), "{}"], stdin=subprocess.DEVNULL, capture_output=True,
-        text=True, timeout=30, cwd=dirs["scratch"], env={"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"},
-        user=65534, group=65534, extra_groups=[],
+        [SYSTEM_PYTHON, "-c", code, json.dumps(make_config(dirs)), "{}"], stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=30, cwd=dirs["scratch"],
+        env={"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"}, user=NOBODY, group=NOBODY, extra_groups=[],
     )
-    if completed.returncode != 0 and "Permission denied" in completed.stderr and "sandbox_worker" in completed.stderr:
-        pytest.skip("the project checkout is not readable by uid 65534")
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     require_active(result["statuses"], "filesystem")
