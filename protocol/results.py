@@ -176,6 +176,15 @@ class CaseReport(StrictModel):
     baseline_cv: float | None
     final_cv: float | None
     correct: bool | None
+    # how every worker of the run timed this case ("events", "cuda_graph", "cpu"), fixed by its first measurement
+    timing_mode: str | None = None
+    # what the final kernel (the baseline when there is none) achieved against the device's datasheet peaks and
+    # the copy ceiling measured in the run (orchestrator/decision/physics.py); None without work figures
+    achieved_bytes_per_s: float | None = None
+    achieved_flop_per_s: float | None = None
+    percent_of_memory_peak: float | None = None
+    percent_of_flop_peak: float | None = None
+    percent_of_copy_ceiling: float | None = None
 
 
 class CommitRecord(StrictModel):
@@ -194,6 +203,9 @@ class CommitRecord(StrictModel):
 class RunReport(StrictModel):
     """What a reader needs first: the workload, the device, before and after, why it stopped, the commit."""
 
+    # what weakens this run's verdicts, said first: verdicts in the candidate's process, no physics check for
+    # the device, no profile evidence (each a property of the run, not of a candidate)
+    warnings: list[str] = Field(default_factory=list)
     workload: list[CaseReport]
     device: str | None
     backend: str
@@ -207,6 +219,8 @@ class RunReport(StrictModel):
     # where verify and benchmark ran ("judge" or "candidate"), and why not the judge when `auto` asked for it
     verdict_process: str | None = None
     verdict_fallback: str = ""
+    physics: str = ""  # the peaks the physics check used, or why there was none
+    profile_evidence: list[str] = Field(default_factory=list)  # the profilers every candidate had to bring
 
 
 class RunResult(StrictModel):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.bundle import arch as arch_mod
+from orchestrator.decision.physics import evaluation_rates, physics_verdict
 from protocol.bundle import Case, Target
 from protocol.lock import CaseStability, CheckResult
 from protocol.results import Evaluation, EvaluationStatus
@@ -150,6 +151,52 @@ def profile_case_verdict(profile: dict[str, Any], main_scope: str | None) -> tup
         return "failed", "Proton saw no kernel launch: the case does not run the kernel"
     return "failed", (f"{len(names)} kernels launched ({', '.join(names[:5])}) and target.json sets no main_scope; "
                       "name the main kernel there")
+
+
+def check_verdict_process(target: Target, evaluation: Evaluation | None, fallback: str) -> CheckResult:
+    """Where verdicts are computed, said before any run: in the judge, or (failed) in the candidate's process
+    without the target asking for that by name."""
+    name = "verdict_process"
+    if target.verdict_process == "candidate":
+        return passed_check(name, "verdicts run in the candidate's process, as target.json asks "
+                                  "(\"verdict_process\": \"candidate\"): a dishonest candidate can reach the timer there",
+                            judged=False)
+    if fallback:
+        return failed_check(name, f"{fallback}. Until then a run of this bundle measures where a candidate can cheat",
+                            judged=False)
+    where = evaluation.worker.verdict_process if evaluation is not None else None
+    if where == "candidate":
+        return failed_check(name, "the harness declares no JUDGE, so verify and benchmark run in the candidate's "
+                                  "process, where a dishonest candidate can reach the timer: declare JUDGE "
+                                  "(docs/harness.md) or set \"verdict_process\": \"candidate\" in target.json to "
+                                  "choose this knowingly", judged=False)
+    if where == "judge":
+        return passed_check(name, "verdicts run in the judge, out of the candidate's reach", judged=True)
+    return skipped_check(name, "not known: the untouched kernel's worker did not start")
+
+
+WORK_FIGURES_MISSING = ("the harness reports no work figures (bytes, flops) with its benchmark: no measurement can be "
+                        "checked against what the device can do, and the report has no percent of peak; give JUDGE "
+                        "a work= function (docs/harness.md) or return them in benchmark()'s metrics")
+
+
+def check_work_figures(evaluation: Evaluation | None) -> CheckResult:
+    """The harness's work figures against the device's peaks: present (else a warning), and possible."""
+    name = "work_figures"
+    measured = [m for m in (evaluation.cases if evaluation else []) if m.stats is not None]
+    if not measured:
+        return skipped_check(name, "not checked: the untouched kernel was not benchmarked")
+    rates = evaluation_rates(evaluation)  # type: ignore[arg-type]
+    if not any(rate.bytes or rate.flops for rate in rates):
+        return skipped_check(name, f"warning: {WORK_FIGURES_MISSING}", warning=True)
+    impossible = physics_verdict(evaluation, untouched=True)  # type: ignore[arg-type]
+    if impossible is not None:
+        return failed_check(name, impossible)
+    shown = [f"{rate.case_id}: " + ", ".join(part for part in (
+        f"{rate.bytes_per_s / 1e9:.1f} GB/s" if rate.bytes_per_s else "",
+        f"{rate.percent_of_memory_peak:.0f}% of the memory peak" if rate.percent_of_memory_peak is not None else "",
+        f"{rate.flop_per_s / 1e12:.2f} TFLOP/s" if rate.flop_per_s else "") if part) for rate in rates]
+    return passed_check(name, "; ".join(shown), rates=[rate.to_json() for rate in rates])
 
 
 def check_profile(evaluation: Evaluation | None, target: Target, harness_functions: Sequence[str],

@@ -42,8 +42,9 @@ from orchestrator.preflight.checks import (
     check_invalid_rejected,
     check_profile,
     check_stability,
+    check_verdict_process,
     check_verify,
-    passed_check,
+    check_work_figures,
     skipped_check,
 )
 from orchestrator.preflight.lock_report import build_lock, report_lines, write_lock
@@ -186,9 +187,8 @@ class Preflight:
             self.inputs.target, await self.evaluate("untouched-1", untouched, benchmark=True, profile=profile),
             lambda reason: self.log.event(f"validate verdict_fallback=candidate reason={quote(reason, 700)}"),
             in_candidate_process)
-        fallback_check = [passed_check("verdict_process", self.verdict_fallback, judged=False)] \
-            if self.verdict_fallback else []
-        checks = [check_build(first), check_verify(first, self.inputs.cases), *fallback_check]
+        checks = [check_build(first), check_verify(first, self.inputs.cases),
+                  check_verdict_process(self.inputs.target, first, self.verdict_fallback)]
         stability: list[CaseStability] = []
         if first.status is EvaluationStatus.OK:
             evaluations = [first]
@@ -197,6 +197,10 @@ class Preflight:
             stability_check, stability = check_stability(evaluations, self.inputs.cases, self.settings.max_cv,
                                                          self.settings.stability_not_judged)
             checks.append(stability_check)
+            work = check_work_figures(first)
+            if work.details.get("warning"):
+                self.log.event(f"validate warning={quote(work.message.removeprefix('warning: '))}")
+            checks.append(work)
         else:
             checks.append(skipped_check("benchmark_stability",
                                         "not measured: the untouched kernel failed before benchmarking"))

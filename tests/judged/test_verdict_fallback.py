@@ -93,9 +93,25 @@ def test_validate_reports_the_fallback_as_a_check(out_dir):
     run = run_cli("validate", "--kernel", BUNDLE / "kernel.py", "--harness", BUNDLE / "harness.py", "--cases",
                   BUNDLE / "cases.json", "--target", BUNDLE / "target.json", "--output-dir", out_dir, "--arch", "cpu",
                   "--no-profile", timeout=280)
-    assert run.returncode == 0, run.stderr[-3000:]
-    checks = {check["name"]: check for check in json.loads(run.stdout)["checks"]}
-    assert checks["verdict_process"]["status"] == "passed"
+    # the bundle cannot be judged, and the target did not choose the candidate's process by name: said before any
+    # run, as a failed check (the fallback itself still worked: verify and the negative tests passed there)
+    assert run.returncode == 1, run.stderr[-3000:]
+    lock = json.loads(run.stdout)
+    checks = {check["name"]: check for check in lock["checks"]}
+    assert lock["passed"] is False and lock["failed_checks"] == ["verdict_process"]
+    assert checks["verdict_process"]["status"] == "failed"
     assert checks["verdict_process"]["message"].startswith("the judge could not take the untouched kernel")
     assert checks["verify"]["status"] == "passed"
     assert checks["negative_incorrect_output"]["status"] == "passed"
+
+
+@pytest.mark.slow
+def test_validate_passes_when_the_target_chooses_the_candidates_process_by_name(out_dir, tmp_path):
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({**json.loads((BUNDLE / "target.json").read_text()), "verdict_process": "candidate"}))
+    run = run_cli("validate", "--kernel", BUNDLE / "kernel.py", "--harness", BUNDLE / "harness.py", "--cases",
+                  BUNDLE / "cases.json", "--target", target, "--output-dir", out_dir, "--arch", "cpu",
+                  "--no-profile", timeout=280)
+    assert run.returncode == 0, run.stderr[-3000:]
+    check = next(c for c in json.loads(run.stdout)["checks"] if c["name"] == "verdict_process")
+    assert check["status"] == "passed" and "as target.json asks" in check["message"]

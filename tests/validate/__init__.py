@@ -65,8 +65,9 @@ def make_bundle(directory: Path, *, harness_extra: str = "", kernel: str | None 
         (directory / "kernel.py").write_text(kernel, encoding="utf-8")
     if cases is not None:
         (directory / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
-    if target is not None:
-        (directory / "target.json").write_text(json.dumps(target), encoding="utf-8")
+    if target is not None:  # the synthetic harness has no JUDGE: its verdicts run in the candidate's process, by name
+        (directory / "target.json").write_text(json.dumps({"verdict_process": "candidate", **target}),
+                                               encoding="utf-8")
     return {"kernel": directory / "kernel.py", "harness": directory / "harness.py", "cases": directory / "cases.json",
             "target": directory / "target.json"}
 

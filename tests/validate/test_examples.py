@@ -19,7 +19,8 @@ from tests.validate import check
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 EXAMPLES = [name for name in ("vector_add", "softmax", "matmul") if (PROJECT_ROOT / "examples" / name).is_dir()]
-PASSING = {"device", "build", "verify", "negative_invalid_source", "negative_incorrect_output", "bundle_unchanged"}
+PASSING = {"device", "build", "verify", "verdict_process", "work_figures", "negative_invalid_source",
+           "negative_incorrect_output", "bundle_unchanged"}
 
 
 def _validate(kernel: Path, bundle: Path, out: Path):

@@ -21,8 +21,8 @@ from tests.validate import (
 
 pytestmark = pytest.mark.timeout(120)
 
-ALL_CHECKS = ["device", "build", "verify", "benchmark_stability", "profile", "negative_invalid_source",
-              "negative_incorrect_output", "bundle_unchanged"]
+ALL_CHECKS = ["device", "build", "verify", "verdict_process", "benchmark_stability", "work_figures", "profile",
+              "negative_invalid_source", "negative_incorrect_output", "bundle_unchanged"]
 
 
 def _validate(bundle: dict[str, Path], out: Path | None, *extra: str):
@@ -38,9 +38,12 @@ def test_a_good_bundle_passes_and_the_lock_records_everything(tmp_path: Path) ->
     assert lock == json.loads((out / "bundle.lock.json").read_text())
     assert lock["passed"] is True and lock["failed_checks"] == []
     assert [c["name"] for c in lock["checks"]] == ALL_CHECKS
-    assert {c["name"]: c["status"] for c in lock["checks"]} == {
-        **dict.fromkeys(ALL_CHECKS, "passed"), "profile": "skipped"}  # the synthetic harness has no profile()
+    assert {c["name"]: c["status"] for c in lock["checks"]} == {  # the synthetic harness has no profile() and
+        **dict.fromkeys(ALL_CHECKS, "passed"), "profile": "skipped", "work_figures": "skipped"}  # no work figures
     assert "defines no profile()" in check(lock, "profile")["message"]
+    assert check(lock, "work_figures")["message"].startswith("warning: the harness reports no work figures")
+    assert "validate warning='the harness reports no work figures" in run.stderr
+    assert "as target.json asks" in check(lock, "verdict_process")["message"]
     for role, path in bundle.items():
         assert lock["files"][role] == {"path": str(path.resolve()), "sha256": sha256_file(path),
                                        "size": path.stat().st_size}

@@ -108,6 +108,31 @@ def _dimensions_of(inputs: tuple[Any, ...]) -> dict[str, int]:
     return dimensions
 
 
+# The work every call must do: the physics check refuses a measurement faster than the device's peaks allow, and
+# the report shows each case's percent of peak. Each tensor input is read once and each output written once;
+# the arithmetic is the kind's (a lower bound: a count that is too high makes honest kernels look impossible).
+RETURNED_OUTPUT = {"elementwise": ("n",), "rowwise": ("rows", "cols"), "norm": ("rows", "cols"),
+                   "reduction": ("rows",), "gemm": ("m", "n"), "bmm": ("batch", "m", "n")}
+
+
+def _work(case: dict[str, Any]) -> dict[str, Any]:
+    dimensions = _dimensions(case)
+
+    def elements(shape: tuple[str, ...]) -> int:
+        count = 1
+        for name in shape:
+            count *= dimensions.get(name, 0)
+        return count
+
+    shapes = [spec for spec in INPUTS.values() if isinstance(spec, tuple)]
+    shapes += list(OUTPUTS.values()) or [RETURNED_OUTPUT.get(KIND, ())]
+    counts = [elements(shape) for shape in shapes if shape]
+    products = {"gemm": ("m", "n", "k"), "bmm": ("batch", "m", "n", "k")}
+    flops = 2 * elements(products[KIND]) if KIND in products else max(counts, default=0)
+    return {"bytes": float(sum(counts) * torch.empty((), dtype=DTYPE).element_size()), "flops": float(flops),
+            "flop_dtype": str(DTYPE).removeprefix("torch.")}
+
+
 def _outputs(*inputs: Any) -> Any:
     dimensions = _dimensions_of(inputs)
     device = next(value.device for value in inputs if isinstance(value, torch.Tensor))
@@ -136,7 +161,7 @@ def reference(*inputs: Any) -> Any:
 # its own process and every check and the clock stay in the worker; on a GPU the functions below are used.
 JUDGE = entry_point.JudgedEntry(entry=ENTRY_POINT, kernel_name=str(MAIN_SCOPE or ENTRY_POINT), make_inputs=_inputs,
                                 reference=reference, compare=COMPARE, outputs_are_arguments=bool(OUTPUTS),
-                                verify_blocker=REFERENCE_TODO, failure_note=REFERENCE_NOTE)
+                                verify_blocker=REFERENCE_TODO, failure_note=REFERENCE_NOTE, work=_work)
 
 
 def verify(artifact: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
@@ -166,8 +191,10 @@ def benchmark(artifact: dict[str, Any], case: dict[str, Any], repetitions: int) 
     call, outputs = _bound_call(artifact, inputs)
     check_last = checks.last_output_check(reference, inputs, outputs=outputs, **COMPARE)
     budget = float(case["parameters"].get("budget_seconds", 2.0))
-    return timing.measure(call, repetitions=repetitions, device=device, budget_seconds=budget,
-                          check_last=check_last)
+    result = timing.measure(call, repetitions=repetitions, device=device, budget_seconds=budget,
+                            mode=entry_point.timing_mode(case, device), check_last=check_last)
+    result["metrics"].update(_work(case))
+    return result
 
 
 def run_case(artifact: dict[str, Any], case: dict[str, Any]) -> Any:

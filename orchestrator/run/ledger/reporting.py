@@ -8,8 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.decision.profile_rules import ncu_duration_us, number, profile_value
+from orchestrator.decision.physics import device_peaks_line, evaluation_rates
+from orchestrator.decision.profile_rules import ncu_duration_us, number, profile_value, tools_with_evidence
 from orchestrator.run.ledger.live_log import quote
+from protocol.bundle import Target, runs_on_gpu
+from protocol.devices import peaks_for
 from protocol.results import (
     CandidateMetadata,
     CaseReport,
@@ -211,28 +214,59 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                  provider_explanation: dict | None = None,
                  commit_summary: str, best_path: Path, wall_seconds: float, output_dir: Path) -> RunResult:
     speedups = {row.case_id: row for row in final_record.comparisons} if final_record else {}
+    rates = {rate.case_id: rate for rate in evaluation_rates(final or baseline, baseline.worker.device)}
     workload = []
     for case in inputs.cases:
         base_median, base_cv = _median(baseline, case.case_id)
         final_median, final_cv = _median(final, case.case_id) if final else (base_median, base_cv)
         row = speedups.get(case.case_id)
         measured = (final or baseline).case(case.case_id)
+        mode = (baseline.case(case.case_id).metrics.get("benchmark.mode") if baseline.case(case.case_id) else None)
+        rate = rates.get(case.case_id)
         workload.append(CaseReport(
             case_id=case.case_id, weight=case.weight, protected=case.protected, parameters=case.parameters,
             baseline_median_us=base_median, final_median_us=final_median,
             speedup=row.speedup if row else (1.0 if final is None and base_median else None),
-            baseline_cv=base_cv, final_cv=final_cv, correct=measured.correct if measured else None))
+            baseline_cv=base_cv, final_cv=final_cv, correct=measured.correct if measured else None,
+            timing_mode=mode if isinstance(mode, str) else None,
+            achieved_bytes_per_s=rate.bytes_per_s if rate else None,
+            achieved_flop_per_s=rate.flop_per_s if rate else None,
+            percent_of_memory_peak=rate.percent_of_memory_peak if rate else None,
+            percent_of_flop_peak=rate.percent_of_flop_peak if rate else None,
+            percent_of_copy_ceiling=rate.percent_of_copy_ceiling if rate else None))
     aggregate = final_record.aggregate_speedup if final_record else 1.0
-    report = RunReport(workload=workload, device=baseline.worker.device, backend=inputs.target.backend,
+    required = tools_with_evidence(profiles_by_case(baseline)) if config.profile else []
+    report = RunReport(warnings=run_warnings(inputs.target, baseline, config.profile, required),
+                       workload=workload, device=baseline.worker.device, backend=inputs.target.backend,
                        architecture=inputs.target.architecture, aggregate_speedup=aggregate,
                        winner_experiment_id=winner_id, stopping_reason=stopping_reason,
                        stopping_detail=stopping_detail, commit=commit_summary, output_dir=str(output_dir),
                        verdict_process=baseline.worker.verdict_process,
-                       verdict_fallback=baseline.worker.verdict_fallback)
+                       verdict_fallback=baseline.worker.verdict_fallback,
+                       physics=device_peaks_line(baseline.worker.device), profile_evidence=required)
     return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
                      stopping_detail=stopping_detail, winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
                      final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,
                      output_dir=str(output_dir), provider_explanation=provider_explanation)
+
+
+def run_warnings(target: Target, baseline: Evaluation, profile: bool, required: list[str]) -> list[str]:
+    """What weakens this run's verdicts, for the top of the report: where they were computed, whether physics
+    and the profilers could check them."""
+    warnings = []
+    if baseline.worker.verdict_fallback:
+        warnings.append(f"verdicts ran in the candidate's process: {baseline.worker.verdict_fallback}")
+    elif baseline.worker.verdict_process == "candidate":
+        asked = target.verdict_process == "candidate"
+        warnings.append("verdicts ran in the candidate's process" + (
+            ", as target.json asks: a dishonest candidate could reach the timer" if asked else
+            ": the harness declares no JUDGE, so a dishonest candidate could reach the timer (docs/harness.md)"))
+    if runs_on_gpu(target.backend) and peaks_for(baseline.worker.device) is None:
+        warnings.append(device_peaks_line(baseline.worker.device))
+    if profile and not required and runs_on_gpu(target.backend):
+        warnings.append("no profiler measured the untouched kernel: candidates were promoted without profile "
+                        "evidence (install Proton and ncu, tlx-agent doctor)")
+    return warnings
 
 
 # Profile lines are bottleneck-neutral: measured numbers and deltas, not a diagnosis.
