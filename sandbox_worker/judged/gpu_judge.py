@@ -249,8 +249,7 @@ class GpuJudge(Judge):
         directory = Path(request.get("artifacts_dir") or self.library.directory)
         directory.mkdir(parents=True, exist_ok=True)
         record_path = directory / "ncu_replay_record.json"
-        record_path.write_text(json.dumps({"steps": list(plan.recording.steps), "buffers": list(plan.recording.buffers),
-                                           "outputs": list(plan.recording.outputs)}), encoding="utf-8")
+        record_path.write_text(json.dumps(plan.recording.to_record()), encoding="utf-8")
         return {"module": "sandbox_worker.judged.ncu_child", "harness_path": self.harness_path,
                 "record_path": str(record_path), "kernels_dir": str(self.library.directory),
                 "kernels": plan.recording.kernel_hashes, "target": self.target}

@@ -49,6 +49,15 @@ class Recording:
     def kernel_hashes(self) -> list[str]:
         return sorted({step["launch"] for step in self.steps if "launch" in step})
 
+    def to_record(self) -> dict[str, Any]:
+        """The record as a candidate process sends it (`parse_record` reads this back to an equal Recording)."""
+        def argument(value: dict[str, Any]) -> dict[str, Any]:
+            return {"float": float(value["float"]).hex()} if "float" in value else value
+
+        steps = [step if "zero" in step else {**step, "arguments": [argument(a) for a in step["arguments"]]}
+                 for step in self.steps]
+        return {"steps": steps, "buffers": [{"nbytes": size} for size in self.buffers], "outputs": list(self.outputs)}
+
 
 def _int(value: Any, what: str, low: int = 0, high: int = 2**62) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:

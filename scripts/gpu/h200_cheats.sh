@@ -1,43 +1,61 @@
 #!/usr/bin/env bash
-# Issue 12 on the H200: the GPU-only dishonest candidates (tests/cheats/gpu_candidates/vector_add, and the CPU
-# corpus's protocol takeover, which won 12.3x on the H200 before the judge) each run
-# through the real CLI at default promotion settings and the example's own target (MODE=auto, the default: the
-# judge), or with the verdict in the candidate's process (MODE=candidate), on two cases: n16M (timed with events) and a ragged 262147
-# (short enough for CUDA graphs). One line per candidate: promoted or not, and what stopped it.
-#   Usage on the device host: [MODE=auto|judge|candidate] [ONLY="a b"] bash scripts/gpu/h200_cheats.sh
-#   (ONLY: file names without .py, e.g. "side_stream protocol_takeover_environ_fd")
+# The GPU-only dishonest candidates (tests/cheats/gpu_candidates/vector_add) and the CPU corpus's protocol takeover
+# through the real CLI at default promotion settings, on the vector_add H200 target (MODE=auto, the default: the
+# judge; MODE=candidate: verdicts in the candidate's process, for comparison), cases n16M (events) and a ragged
+# 262147 (short enough for CUDA graphs). The candidates are replayed in batches of BATCH (default 9), one optimize
+# run per batch, in the order of their file names. One line per candidate: promoted or not, and what stopped it.
+#   Usage on the device host: [MODE=auto|candidate] [ONLY="a b"] [BATCH=9] bash scripts/gpu/h200_cheats.sh
 source "$(dirname "$0")/common.sh"
 mode=${MODE:-auto}
+batch_size=${BATCH:-9}
 gpu_facts | tee "$OUT/gpu.txt"
 target=$(verdict_target vector_add "$mode")
-corpus=(tests/cheats/gpu_candidates/vector_add/*.py tests/cheats/candidates/vector_add/protocol_takeover_environ_fd.py)
-for source in "${corpus[@]}"; do
+corpus=()
+for source in tests/cheats/gpu_candidates/vector_add/*.py tests/cheats/candidates/vector_add/protocol_takeover_environ_fd.py; do
   name=$(basename "$source" .py)
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
-  replay="/tmp/cheat-replay/$name"
-  mkdir -p "$replay"
-  cp "$source" "$replay/001.py"
-  python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m.pop("expected_catch", None); json.dump(m, open(sys.argv[2], "w"))' \
-    "${source%.py}.json" "$replay/001.json"  # the sidecar's note for readers
-  t0=$(date +%s)
-  RUN_LIMIT="${RUN_LIMIT:-150}" CASES=tests/cheats/gpu_cases/vector_add.json TARGET="$target" run_opt "cheat-$mode-$name" vector_add \
-    --provider replay --replay-dir "$replay" --max-total-seconds 140
-  python3 - "$OUT/cheat-$mode-$name.json" "$name" "$mode" "$(( $(date +%s) - t0 ))" <<'PY' | tee -a "$OUT/summary.txt"
+  corpus+=("$source")
+done
+batch=0
+for ((start = 0; start < ${#corpus[@]}; start += batch_size)); do
+  batch=$((batch + 1))
+  replay="/tmp/cheat-replay/$mode-$batch"
+  rm -rf "$replay"; mkdir -p "$replay"
+  index=0
+  for source in "${corpus[@]:start:batch_size}"; do
+    index=$((index + 1))
+    file=$(printf "%03d" "$index")
+    cp "$source" "$replay/$file.py"
+    python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m.pop("expected_catch", None); json.dump(m, open(sys.argv[2], "w"))' \
+      "${source%.py}.json" "$replay/$file.json"  # the sidecar's note for readers
+    echo "$file $(basename "$source" .py)" >> "$replay/names.txt"
+  done
+  rounds=$(( (index + 1) / 2 ))
+  limit=${RUN_LIMIT:-560}
+  RUN_LIMIT="$limit" CASES=tests/cheats/gpu_cases/vector_add.json TARGET="$target" \
+    run_opt "cheats-$mode-$batch" vector_add --provider replay --replay-dir "$replay" --max-rounds "$rounds" \
+    --max-total-seconds $((limit - 45))
+  python3 - "$OUT/cheats-$mode-$batch.json" "$replay/names.txt" "$mode" <<'PY' | tee -a "$OUT/cheats.txt"
 import json, sys
-path, name, mode, wall = sys.argv[1:5]
+path, names_path, mode = sys.argv[1:4]
+names = dict(line.split() for line in open(names_path) if line.strip())
 try:
     r = json.load(open(path))
 except Exception as exc:
-    print(f"cheat {mode} {name}: NO RESULT {exc}"); sys.exit(0)
+    print(f"batch {mode}: NO RESULT {exc}"); sys.exit(0)
 if "report" not in r:
-    print(f"cheat {mode} {name}: ERROR {str(r.get('error'))[:200]}"); sys.exit(0)
-decisions = {e["experiment_id"]: e.get("decision") or {} for e in r["experiments"]}
-c = decisions.get("r001-c000", {})
-evaluations = [ev for e in r["experiments"] if e["experiment_id"] == "r001-c000" for ev in e["evaluations"]]
-why = next((ev.get("reason") for ev in evaluations if ev.get("status") not in ("ok", None)), None) or c.get("reason", "")
-promoted = r.get("winner_experiment_id") == "r001-c000"
-print(f"cheat {mode} {name}: {'PROMOTED' if promoted else 'not promoted'} exit={r['exit_code']} "
-      f"status={c.get('status')} wall_s={wall} :: {str(why)[:220]}")
+    print(f"batch {mode}: ERROR {str(r.get('error'))[:300]}"); sys.exit(0)
+slots = [e for e in r["experiments"] if e["experiment_id"].startswith("r")]
+for number, experiment in zip(sorted(names), slots):
+    decision = experiment.get("decision") or {}
+    failed = next((ev.get("reason") for ev in experiment["evaluations"] if ev.get("status") not in ("ok", None)), None)
+    promoted = decision.get("status") == "promoted"
+    print(f"cheat {mode} {names[number]}: {'PROMOTED' if promoted else 'not promoted'} "
+          f"status={decision.get('status')} speedup={experiment.get('aggregate_speedup')} :: "
+          f"{str(failed or decision.get('reason', ''))[:240]}")
+for number in sorted(names)[len(slots):]:
+    print(f"cheat {mode} {names[number]}: NOT RUN (the batch ended first: {r['stopping_reason']})")
+print(f"batch {mode}: exit={r['exit_code']} winner={r['winner_experiment_id']} wall={r['wall_seconds']:.0f}s")
 PY
 done
-echo "== summary"; cat "$OUT/summary.txt"
+echo "== cheats"; cat "$OUT/cheats.txt"

@@ -15,7 +15,7 @@ case "$mode" in
   smoke)
     run_validate vector_add default
     verdicts validate-vector_add-default
-    for example in vector_add softmax; do
+    for example in ${EXAMPLES:-vector_add softmax}; do
       RUN_LIMIT=240 run_opt "${example}_auto" $example --provider replay \
         --replay-dir "examples/$example/candidates" --max-rounds 3
       verdicts "${example}_auto"

@@ -103,3 +103,13 @@ def test_a_kernel_payload_the_judge_cannot_load_is_refused_before_the_driver_see
     with pytest.raises(RecordRefused, match=reason):
         library.load(KERNEL, payload)
     assert KERNEL not in library
+
+
+def test_a_parsed_record_written_back_reads_as_the_same_recording():
+    """The ncu child replays the record the judge parsed, written back in the candidate's wire format."""
+    record = _record()
+    record["steps"][0]["arguments"][3] = {"float": (0.1).hex()}
+    record["steps"].insert(0, {"zero": {"buffer": 0, "offset": 0}, "nbytes": 64})
+    recording = parse_record(record, inputs=2)
+    again = parse_record(recording.to_record(), inputs=2)
+    assert again == recording and again.steps[1]["arguments"][3] == {"float": 0.1}
