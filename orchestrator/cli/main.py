@@ -77,6 +77,10 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     budget.add_argument("--max-cv", type=float,
                         help=f"largest per-case timing CV: default {defaults.max_cv}{INTERPRETER_CV_NOTE}")
     budget.add_argument("--benchmark-repetitions", type=int, help=f"default {defaults.benchmark_repetitions}")
+    budget.add_argument("--max-case-regression", type=float, metavar="FRACTION",
+                        help="reject a candidate when a protected case's speedup has its upper confidence bound "
+                             f"below 1 - FRACTION, whatever the aggregate: default {defaults.max_case_regression:g} "
+                             "(target.json may set it; 1 turns it off)")
     measure = parser.add_argument_group("measurement and profiling")
     measure.add_argument("--profile", dest="profile", action="store_true", default=True,
                          help="collect Proton and native profiles (default: on)")

@@ -162,6 +162,8 @@ def _median(evaluation: Evaluation | None, case_id: str) -> tuple[float | None, 
 _GATE_ADVICE = {
     "correct": "the finalist failed verification when run again: look for nondeterminism in it",
     "speedup": "its earlier gain did not reproduce against fresh baseline runs: measure again on a quieter machine",
+    "case_regression": "a protected case is slower than the original beyond its noise: the reason names it; "
+                       "raise --max-case-regression only if that loss is acceptable",
     "cv": "its timings were too noisy: run on a quieter machine or raise --max-cv",
     "noise": "its gain was not above the between-run noise: run on a quieter machine or raise --confirm-runs",
     "profile": "the native profile vetoed it: experiments/final/profile.json names the case that regressed",
