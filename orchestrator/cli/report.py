@@ -83,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("json", "text", "html"), default="json",
                         help="json: the report on stdout only; text: also a readable block on stderr "
                              "(stdout stays the one JSON document); html: also a self-contained page "
-                             "(RUN/report.html; a batch directory gets its batch page), its path in `html`")
+                             "(RUN/report.html; a batch directory gets its batch page), its path in `html` "
+                             "(default: %(default)s)")
     parser.add_argument("--output", type=Path, metavar="FILE", help="html: write the page here instead")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
@@ -252,6 +253,12 @@ def load_completion(run: Path) -> CompletionReport:
     document = _read_json(run)
     if isinstance(document, dict) and "report" in document:
         return _from_result_document(document, run)
+    if isinstance(document, dict) and isinstance(document.get("result_json"), str):  # optimize's stdout summary
+        result_path = Path(document["result_json"])
+        if not result_path.is_file():
+            raise ReportError(f"{run} is optimize's summary of a run whose {result_path} is not there (moved or "
+                              "deleted); pass the run's output directory instead")
+        return _from_result_document(_read_json(result_path), result_path)
     try:
         failure = ErrorDocument.model_validate(document)
     except ValidationError:

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     policy.add_argument("--noise-floor", type=float, help="between-run noise assumed at least (0.002 = 0.2 %%)")
     policy.add_argument("--noise-model", choices=("recorded", "learned", "floor"), default="recorded",
                         help="recorded: as each decision was made; learned: from the run's repeated sources; "
-                             "floor: the floor and each trial's own spread")
+                             "floor: the floor and each trial's own spread (default: %(default)s)")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
 
