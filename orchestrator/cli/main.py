@@ -256,13 +256,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def doctor_command(args: argparse.Namespace) -> int:
-    """Probe the isolation layers in a real child process; stdout JSON, stderr the readable table."""
+    """Probe the isolation layers and the tools (torch, Triton, TLX, Proton, the GPU, ncu, codex, claude) in real
+    child processes; stdout JSON, stderr the readable table. Exit 0: it reports, it does not judge."""
     from orchestrator.worker.doctor import format_doctor_report, probe_isolation_sync, strict_refusals
+    from orchestrator.worker.toolchain import format_checks, toolchain_checks
 
     statuses = probe_isolation_sync(args.worker_python, args.isolation)
-    sys.stderr.write(format_doctor_report(statuses) + "\n")
-    emit(DoctorOutput(isolation_mode=args.isolation, layers=statuses,
-                      strict_ok=not strict_refusals(statuses)).model_dump(mode="json"))
+    tools = toolchain_checks(args.worker_python)
+    sys.stderr.write(format_doctor_report(statuses) + "\n" + format_checks(tools) + "\n")
+    emit(DoctorOutput(isolation_mode=args.isolation, layers=statuses, strict_ok=not strict_refusals(statuses),
+                      worker_python=args.worker_python, tools=tools).model_dump(mode="json"))
     return ExitCode.OK
 
 

@@ -38,6 +38,7 @@ EXIT_MEANINGS = {
     ExitCode.NO_WINNER: "no qualifying winner",
     ExitCode.COMMIT_FAILED: "a commit failed",
     ExitCode.HUMAN_REVIEW: "a person should review a candidate",
+    ExitCode.SOME_IMPROVED: "some jobs of a batch improved",
     ExitCode.INTERRUPTED: "interrupted",
 }
 # The labels of the text block, in order; tests/skill/ checks that a real run's block has each one.
