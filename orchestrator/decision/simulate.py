@@ -370,6 +370,8 @@ class _Replay:
                                  "needs the noise test re-run")
         if medians_only:
             carried.append("noise gate and lower bound (raw samples dropped from this file)")
+            notes.append("per-case bounds from the run medians alone (the dropped samples' within-run noise is left "
+                         "out, so they are narrower than a run's)")
             initial = [_one_sample_per_run(e) for e in initial]
         given = self.inputs(record)
         if given.veto is not None:
