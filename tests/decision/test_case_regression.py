@@ -14,9 +14,10 @@ import random
 import pytest
 
 from orchestrator.bundle.budget import resolve_budget
+from orchestrator.decision.confirmation import confirm_until_decided
 from orchestrator.decision.gates import decide, needs_confirmation
 from orchestrator.decision.noise import BetweenRunNoise
-from orchestrator.decision.simulate import simulate_run
+from orchestrator.decision.simulate import run_to_completion, simulate_run
 from orchestrator.decision.statistics import sample_stats
 from orchestrator.decision.study import analyse
 from orchestrator.run.ledger.records import load_records, load_study
@@ -100,6 +101,30 @@ def test_a_case_that_may_be_slower_within_wide_noise_gets_confirmation_pairs():
     again = decide([QUIET, RAGGED], candidates, incumbents, Budget(), noise=narrow)
     assert again.decision.status is DecisionStatus.REJECTED and again.decision.gates["case_regression"] is False
     assert not needs_confirmation(again)
+
+
+def test_the_confirmation_loop_measures_pairs_until_an_undecided_case_is_decided():
+    """The product's loop (as the run and `simulate` drive it): a promotion held for a possibly slower case measures
+    one more pair, learns narrower noise from it, and turns the candidate down."""
+    candidates, incumbents = triple({"quiet": 80.0, "ragged": 21.0})
+    rng = random.Random(4)
+    noise = {"now": BetweenRunNoise(learned_sd=0.03, raw_sd=0.02, dof=2, by_case={"quiet": 0.003, "ragged": 0.03})}
+
+    def decide_again():
+        return decide([QUIET, RAGGED], candidates, incumbents, Budget(), noise=noise["now"])
+
+    async def measure_pair(_pair: int) -> bool:
+        candidates.append(run("candidate", {"quiet": 80.0, "ragged": 21.0}, rng))
+        incumbents.append(run("incumbent", {"quiet": 100.0, "ragged": 20.0}, rng))
+        noise["now"] = BetweenRunNoise(learned_sd=0.004, raw_sd=0.003, dof=9, by_case={"quiet": 0.002, "ragged": 0.004})
+        return True
+
+    first = decide_again()
+    verdict, pairs = run_to_completion(confirm_until_decided(first, max_pairs=2, measure_pair=measure_pair,
+                                                             decide_again=decide_again))
+    assert first.decision.status is DecisionStatus.PROMOTED and first.undecided_cases == ("ragged",)
+    assert pairs == 1 and len(candidates) == 2
+    assert verdict.decision.status is DecisionStatus.REJECTED and "ragged: 0.95" in verdict.decision.reason
 
 
 def test_a_noise_limited_candidate_with_a_slower_case_is_not_extended():

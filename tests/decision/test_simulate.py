@@ -339,3 +339,19 @@ def test_records_with_per_case_noise_replay_per_case_and_older_ones_with_the_noi
     assert [r.simulated.lower_bound for r in newer_replay.experiments] == \
         [r.simulated.lower_bound for r in per_case.experiments]
     assert [r.experiment_id for r in newer_replay.experiments if r.first_difference == "lower_bound"] == changed
+
+
+def test_cli_decides_a_measurement_studys_trials_again():
+    run = run_cli("simulate", DATA / "measurement-study-2", "--trials", "4", timeout=300)
+    assert run.returncode == 0, run.stderr
+    study = json.loads(run.stdout)["study"]
+    assert sorted(study["outcomes"]) == ["combined", "matmul", "softmax"]  # emitted with sorted keys
+    assert study["outcomes"]["combined"]["hidden_regression"] == {**study["outcomes"]["combined"]["hidden_regression"],
+                                                                  "promoted": 0, "case_gate_failed": 4}
+    assert study["max_case_regression"] == 0.02 and study["trials"] == 4 and study["seed"] == 7
+    lines = run.stderr.splitlines()
+    assert lines[0].startswith(f"study {DATA / 'measurement-study-2'}: 4 trials per cell, seed 7")
+    assert lines[1].split() == ["example", "cell", "promoted", "without", "case", "gate", "case", "gate", "failed",
+                                "confirmed"]
+    bad = run_cli("simulate", DATA / "measurement-study-2", "--trials", "0", timeout=120)
+    assert bad.returncode == 1 and bad.stderr == "[tlx-agent] error: --trials 0: give at least 1 trial per cell\n"
