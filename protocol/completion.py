@@ -29,6 +29,13 @@ class CaseOutcome(StrictModel):
     baseline_cv: float | None
     final_cv: float | None
     correct: bool | None  # in the final measurement (the baseline's when nothing was promoted)
+    # as result.json's report states them (protocol/results.py CaseReport); None in results of older versions
+    timing_mode: str | None = None
+    achieved_bytes_per_s: float | None = None
+    achieved_flop_per_s: float | None = None
+    percent_of_memory_peak: float | None = None
+    percent_of_flop_peak: float | None = None
+    percent_of_copy_ceiling: float | None = None
 
 
 class CompletionReport(StrictModel):

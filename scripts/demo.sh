@@ -23,7 +23,7 @@ git -C "$checkout" -c user.name=demo -c user.email=demo@localhost commit -q -m "
 
 run() {
   local name="$1"; shift
-  echo "[demo] $name: live log follows; result JSON -> $demo/$name.json" >&2
+  echo "[demo] $name: live log follows; summary -> $demo/$name.json, full result -> $demo/$name/result.json" >&2
   set +e
   .venv/bin/tlx-agent optimize \
     --kernel "$checkout/kernel.py" \
@@ -52,7 +52,7 @@ import textwrap
 from pathlib import Path
 
 demo = Path(sys.argv[1])
-results = {name: json.loads((demo / f"{name}.json").read_text()) for name in ("replay", "tune")}
+results = {name: json.loads((demo / name / "result.json").read_text()) for name in ("replay", "tune")}
 
 
 def times(value):

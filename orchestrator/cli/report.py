@@ -38,6 +38,7 @@ EXIT_MEANINGS = {
     ExitCode.NO_WINNER: "no qualifying winner",
     ExitCode.COMMIT_FAILED: "a commit failed",
     ExitCode.HUMAN_REVIEW: "a person should review a candidate",
+    ExitCode.SOME_IMPROVED: "some jobs of a batch improved",
     ExitCode.INTERRUPTED: "interrupted",
 }
 # The labels of the text block, in order; tests/skill/ checks that a real run's block has each one.
@@ -83,7 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("json", "text", "html"), default="json",
                         help="json: the report on stdout only; text: also a readable block on stderr "
                              "(stdout stays the one JSON document); html: also a self-contained page "
-                             "(RUN/report.html; a batch directory gets its batch page), its path in `html`")
+                             "(RUN/report.html; a batch directory gets its batch page), its path in `html` "
+                             "(default: %(default)s)")
     parser.add_argument("--output", type=Path, metavar="FILE", help="html: write the page here instead")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
@@ -252,6 +254,12 @@ def load_completion(run: Path) -> CompletionReport:
     document = _read_json(run)
     if isinstance(document, dict) and "report" in document:
         return _from_result_document(document, run)
+    if isinstance(document, dict) and isinstance(document.get("result_json"), str):  # optimize's stdout summary
+        result_path = Path(document["result_json"])
+        if not result_path.is_file():
+            raise ReportError(f"{run} is optimize's summary of a run whose {result_path} is not there (moved or "
+                              "deleted); pass the run's output directory instead")
+        return _from_result_document(_read_json(result_path), result_path)
     try:
         failure = ErrorDocument.model_validate(document)
     except ValidationError:

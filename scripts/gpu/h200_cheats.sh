@@ -41,6 +41,7 @@ path, names_path, mode = sys.argv[1:4]
 names = dict(line.split() for line in open(names_path) if line.strip())
 try:
     r = json.load(open(path))
+    r = json.load(open(r["result_json"])) if "result_json" in r else r  # stdout is the summary; this is the record
 except Exception as exc:
     print(f"batch {mode}: NO RESULT {exc}"); sys.exit(0)
 if "report" not in r:

@@ -18,6 +18,7 @@ echo "exit_code=$code wall_s=$(python3 -c "print(round($end-$start,1))")" | tee 
 python3 - "$OUT/va_result.json" <<'PY' | tee -a "$OUT/va_summary.txt"
 import json, sys
 r = json.load(open(sys.argv[1]))
+r = json.load(open(r["result_json"])) if "result_json" in r else r  # stdout is the summary; this is the record
 if "report" not in r:
     print("ERROR", r.get("error")); sys.exit(0)
 print("stopping", r["stopping_reason"], "winner", r["winner_experiment_id"], "aggregate", r["report"]["aggregate_speedup"], "wall", round(r["wall_seconds"], 1))

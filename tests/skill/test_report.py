@@ -35,7 +35,11 @@ def test_a_recorded_h200_result_gives_every_completion_field(capsys):
     assert report["finished"] is True and report["exit_code"] == 0 and report["error"] is None
     assert report["output_dir"] == recorded["output_dir"] == "/root/out/va_run"
     assert (report["device"], report["backend"], report["architecture"]) == ("NVIDIA H200", "cuda", "H200")
-    assert report["workload"] == recorded["report"]["workload"]
+    # every recorded field as recorded; the rates and percent of peak a newer result states are null in this one
+    assert [{key: case[key] for key in old} for case, old in zip(report["workload"], recorded["report"]["workload"],
+                                                               strict=True)] == recorded["report"]["workload"]
+    assert all(case[key] is None for case in report["workload"] for key in case
+               if key not in recorded["report"]["workload"][0])
     assert report["aggregate_speedup"] == recorded["report"]["aggregate_speedup"]
     assert report["worst_final_cv"] == max(case["final_cv"] for case in recorded["report"]["workload"])
     assert report["all_protected_correct"] is True
