@@ -9,6 +9,7 @@ from typing import Any
 
 from orchestrator.providers.base import ProviderExhausted
 from orchestrator.providers.tune.discovery import Discovery, KnobSite, discover
+from orchestrator.providers.tune.knobs import loops_left_alone, set_aside
 
 # (category, what the discovery looks for there)
 LOOKED_FOR: tuple[tuple[str, str], ...] = (
@@ -122,6 +123,10 @@ def explain_missing_knobs(source: str) -> NoKnobExplanation:
     for entry in discovery.ignored:
         category = "triton.heuristics" if "heuristics" in entry else "launch arguments"
         found[category].append(f"{entry} is left alone")
+    for knob, reason in set_aside(source):
+        found[_CATEGORY_OF_SITE.get(knob.origin, "launch arguments")].append(reason)
+    for _, reason in loops_left_alone(source):
+        found["launch arguments"].append(reason)
     categories = tuple(CategoryReport(category, looked_for, tuple(found[category])) for category, looked_for in LOOKED_FOR)
     brief = tuple(f"{site.variable or site.name} in {site.scope or 'the module'}() at line {site.line} ({_reason(site)})"
                   for site in discovery.sites if not site.edits and site.kind not in ("grid", "key"))

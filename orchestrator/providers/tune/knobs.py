@@ -15,7 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from orchestrator.providers.tune.discovery import KnobSite, discover
-from orchestrator.providers.tune.domains import DOMAINS, SCALE_EXPONENTS, TILE_NAME, literal_kind
+from orchestrator.providers.tune.domains import (
+    DOMAINS,
+    SCALE_EXPONENTS,
+    TILE_NAME,
+    domain_holding,
+    literal_kind,
+)
 from orchestrator.providers.tune.edits import scale_violations, set_literal, set_scaled, violations
 from orchestrator.providers.tune.forms import ADDITIVE_KINDS, scaled_code
 from orchestrator.providers.tune.grid import grid_uses
@@ -105,12 +111,56 @@ def _call_name(call: ast.Call) -> str:
     return ""
 
 
-def find_knobs(source: str) -> list[Knob]:
-    """Every tunable literal in source order; an unparsable source has none."""
+def _is_loop(call: ast.Call) -> bool:
+    return _call_name(call) in ("range", "static_range")
+
+
+def _owns_stage_buffers(tree: ast.Module) -> set[int]:
+    """Ids of the calls inside functions that allocate their own shared-memory buffers (`tlx.local_alloc`):
+    there the kernel pipelines by hand, and a loop's `num_stages` is no knob."""
+    owned: set[int] = set()
+    for function in ast.walk(tree):
+        if isinstance(function, ast.FunctionDef) and any(
+                isinstance(node, ast.Call) and _call_name(node) == "local_alloc" for node in ast.walk(function)):
+            owned |= {id(node) for node in ast.walk(function) if isinstance(node, ast.Call)}
+    return owned
+
+
+def loops_left_alone(source: str) -> list[tuple[int, str]]:
+    """(line, reason) of each loop whose `num_stages` the tuner leaves as written: `num_stages=0` (Triton's
+    software pipelining off on purpose), or any value in a kernel that allocates its own stage buffers."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
+    owned = _owns_stage_buffers(tree)
+    left = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _is_loop(node)):
+            continue
+        for keyword in node.keywords:
+            value = _int_literal(keyword.value)
+            if keyword.arg != "num_stages" or value is None:
+                continue
+            if id(node) in owned:
+                left.append((keyword.value.lineno, f"the loop's num_stages={value} (line {keyword.value.lineno}) "
+                             "stays: the kernel allocates its own stage buffers (tlx.local_alloc) and pipelines "
+                             "by hand"))
+            elif value < 1:
+                left.append((keyword.value.lineno, f"the loop's num_stages={value} (line {keyword.value.lineno}) "
+                             "stays: it turns Triton's software pipelining off on purpose"))
+    return sorted(left)
+
+
+def find_knobs(source: str) -> list[Knob]:
+    """Every tunable literal in source order; an unparsable source has none. Launch options count at a launch
+    (`kernel[grid](...)`, `kernel.warmup(...)`) and in a `triton.Config`, and `num_stages` in a `tl.range` loop
+    that pipelines (never elsewhere: a `tlx.async_task(num_warps=...)` partitions warps, it sets no launch)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    left_alone = {line for line, _ in loops_left_alone(source)}
     matmul = _looks_like_matmul(tree)
     loaded = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
     found: list[tuple[str, str, ast.Constant]] = []  # (origin, name, literal)
@@ -130,10 +180,13 @@ def find_knobs(source: str) -> list[Knob]:
             continue
         is_launch = isinstance(node.func, ast.Subscript)  # kernel[grid](...)
         is_config = _call_name(node) == "Config"
+        takes_options = is_launch or is_config or _call_name(node) == "warmup"
         for keyword in node.keywords:
             if keyword.arg is None or _int_literal(keyword.value) is None:
                 continue
-            if keyword.arg in ("num_warps", "num_stages") or (is_launch and keyword.arg.isupper()):
+            option = keyword.arg in ("num_warps", "num_stages") and (takes_options or (
+                keyword.arg == "num_stages" and _is_loop(node) and keyword.value.lineno not in left_alone))
+            if option or (is_launch and keyword.arg.isupper()):
                 found.append(("config" if is_config else "launch", keyword.arg, keyword.value))  # type: ignore[arg-type]
         if is_config and node.args and isinstance(node.args[0], ast.Dict):
             for key, value in zip(node.args[0].keys, node.args[0].values, strict=True):
@@ -206,14 +259,54 @@ def _matches(knob: Knob, site: KnobSite) -> bool:
     return site.line == knob.line and site.value == knob.value and knob.name in (site.name, site.variable)
 
 
+class KnobDomainError(AssertionError):
+    """A knob whose current value lies outside its domain reached the search: a defect of the tuner, which
+    `tunable_knobs` guarantees away (the run records it as that proposal's failure)."""
+
+
+def check_domains(knobs: Iterable[Knob]) -> None:
+    """The tuner's own assertion before it asks the search for values: every domain holds its knob's value."""
+    outside = [f"{knob.key} = {knob.value} not in {knob.domain}" for knob in knobs if knob.value not in knob.domain]
+    if outside:
+        raise KnobDomainError(f"knob domain without the current value: {'; '.join(outside)}")
+
+
 def tunable_knobs(source: str) -> list[Knob]:
     """`find_knobs`, narrowed by the code's constraints (a pinned literal is dropped), plus every editable site
-    `discovery` finds beyond the literals, in source order. Keys of `find_knobs` knobs are unchanged."""
-    return list(_tunable_knobs(source))
+    `discovery` finds beyond the literals, in source order. Keys of `find_knobs` knobs are unchanged. Every
+    knob's domain holds its current value (`domain_holding`); a value that is no setting of its kind at all
+    makes no knob (`set_aside` says why)."""
+    return list(_tunable_knobs(source)[0])
+
+
+def set_aside(source: str) -> list[tuple[Knob, str]]:
+    """The literals `tunable_knobs` found and left, each with why: a current value that is no setting of its
+    kind (`num_warps = 3`, a 48-element block)."""
+    return list(_tunable_knobs(source)[1])
+
+
+def _holding_value(knob: Knob) -> tuple[Knob | None, str]:
+    """The knob with its current value in its domain, or None and why it is no knob."""
+    domain, reason = domain_holding(knob.domain, knob.kind, knob.value) if not knob.expression else (
+        tuple(sorted({*knob.domain, knob.value})), "")
+    if not domain:
+        return None, f"{knob.name} = {knob.value} ({knob.where}) is no {knob.kind} setting: {reason}"
+    return (knob if domain == knob.domain else replace(knob, allowed=domain)), ""
 
 
 @functools.lru_cache(maxsize=64)
-def _tunable_knobs(source: str) -> tuple[Knob, ...]:  # cached: the policy asks again for every move it weighs
+def _tunable_knobs(source: str) -> tuple[tuple[Knob, ...], tuple[tuple[Knob, str], ...]]:
+    knobs, left = [], []
+    for knob in _found_knobs(source):
+        held, reason = _holding_value(knob)
+        if held is None:
+            left.append((knob, reason))
+        else:
+            knobs.append(held)
+    return tuple(knobs), tuple(left)
+
+
+def _found_knobs(source: str) -> tuple[Knob, ...]:  # cached by `_tunable_knobs`: the policy asks for every move
     discovery = discover(source)
     sites = [site for site in discovery.sites if site.kind in DOMAINS or site.kind == "programs"]
     knobs: list[Knob] = []
