@@ -7,17 +7,18 @@ domain is 1..6, and optuna's `study.ask` raised `ValueError: '0' not in (1, 2, 3
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import trio
 
+from orchestrator.providers.tune.discovery import discover
 from orchestrator.providers.tune.explain import explain_missing_knobs
 from orchestrator.providers.tune.knobs import (
     KnobDomainError,
     apply_knob,
     check_domains,
-    loops_left_alone,
     set_aside,
     tunable_knobs,
 )
@@ -61,11 +62,13 @@ def test_the_pipelined_tlx_gemm_is_searched_without_its_hand_pipelined_loop():
     loop_line = next(number for number, line in enumerate(PIPELINED.splitlines(), 1) if "num_stages=0):" in line)
     assert knobs and all(knob.value in knob.domain for knob in knobs)
     assert all(knob.line != loop_line for knob in knobs)
-    assert [line for line, _ in loops_left_alone(PIPELINED)] == [loop_line]
+    (loop,) = [site for site in discover(PIPELINED).sites if site.site == "loop"]
+    assert (loop.line, loop.value, loop.edits) == (loop_line, 0, ())
+    assert loop.note == (f"the loop's num_stages=0 (line {loop_line}) stays: matmul_kernel_pipelined_hopper "
+                         "allocates its own stage buffers (tlx.local_alloc) and pipelines by hand")
     explanation = explain_missing_knobs(PIPELINED)
     launch = next(c for c in explanation.categories if c.category == "launch arguments")
-    assert any(f"num_stages=0 (line {loop_line}) stays: the kernel allocates its own stage buffers" in entry
-               for entry in launch.found)
+    assert any(loop.note in entry for entry in launch.found)
 
     search, screens = FamilySearch(seed=3), faster_than(PIPELINED)
 
@@ -97,7 +100,7 @@ def test_a_legal_value_outside_the_usual_domain_joins_it_and_an_illegal_one_is_n
 
 def test_the_search_refuses_a_knob_whose_value_is_outside_its_domain_before_asking():
     knob = next(k for k in tunable_knobs(UNUSUAL) if k.name == "num_stages")
-    broken = type(knob)(**{**knob.__dict__, "allowed": (1, 2, 3)})  # a domain without the current 8
+    broken = replace(knob, allowed=(1, 2, 3))  # a domain without the current 8
     with pytest.raises(KnobDomainError, match=r"launch:num_stages#0 = 8 not in \(1, 2, 3\)"):
         check_domains([broken])
     screens = Screens()
