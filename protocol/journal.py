@@ -105,9 +105,21 @@ class RunInterruptedEvent(_Event):
     event: Literal["run_interrupted"]
 
 
+class ProviderFailureEvent(_Event):
+    """The provider raised where the run called it (orchestrator/run/provider_failures.py): that proposal
+    failed, the run went on; the traceback is in `traceback_path`."""
+
+    event: Literal["provider_failure"]
+    call: str  # the proposal's experiment id, or `resume` / `aclose`
+    provider: str
+    error: str  # the exception's type and message, on one line
+    traceback_path: str
+    consecutive: int  # failed calls in a row so far, this one included
+
+
 JournalEvent = Annotated[
     RunStartedEvent | EvaluationEvent | ExperimentEvent | CommitEvent | RunFinishedEvent | RunAbortedEvent
-    | RunInterruptedEvent | CommitPreparedEvent | RoundsEndedEvent | RunResumedEvent,
+    | RunInterruptedEvent | CommitPreparedEvent | RoundsEndedEvent | RunResumedEvent | ProviderFailureEvent,
     Field(discriminator="event"),
 ]
 JOURNAL_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(JournalEvent)

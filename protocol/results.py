@@ -221,6 +221,8 @@ class RunReport(StrictModel):
     verdict_fallback: str = ""
     physics: str = ""  # the peaks the physics check used, or why there was none
     profile_evidence: list[str] = Field(default_factory=list)  # the profilers every candidate had to bring
+    # calls in which the provider raised (each a failed proposal, its traceback under provider_failures/)
+    provider_failures: int = 0
 
 
 class RunResult(StrictModel):

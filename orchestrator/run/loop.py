@@ -37,6 +37,7 @@ from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
 from orchestrator.run.ledger.live_log import LiveLog, quote
 from orchestrator.run.ledger.manifest import run_manifest
+from orchestrator.run.provider_failures import ProviderFailed, ProviderFailures
 from orchestrator.run.resume.providers import resume_provider
 from orchestrator.run.resume.rebuild import Resumption, choose_incumbents, incumbent_of
 from orchestrator.run.screening import Screener
@@ -79,6 +80,8 @@ class OptimizationRun:
         self.side_by_side: SideBySide | None = None
         self.screener: Screener | None = None  # set once the rounds start (the tuner screens families)
         self.resume = resume  # a dead run's records to go on from (orchestrator/run/resume/)
+        # what the provider raises is that proposal's failure, written, logged and counted
+        self.provider_failures = ProviderFailures(provider.name, artifacts, log)
 
     # ---- phases ---------------------------------------------------------------------------------
 
@@ -124,12 +127,12 @@ class OptimizationRun:
                 if committed:
                     incumbent = await self.run_rounds(state, incumbent, baseline, loop_deadline)
             finally:
-                await self.provider.aclose()
+                await self.close_provider()
             self.artifacts.journal("rounds_ended", incumbent_id=incumbent.experiment_id,
                                    stopping_reason=state.stopping_reason, stopping_detail=state.stopping_detail,
                                    provider_explanation=state.provider_explanation)
         else:
-            await self.provider.aclose()
+            await self.close_provider()
             state.stop(StoppingReason(ended["stopping_reason"]), ended["stopping_detail"])
             state.provider_explanation = ended.get("provider_explanation")
             incumbent = incumbent_of(next((e for e in state.experiments if e.experiment_id == ended["incumbent_id"]),
@@ -258,7 +261,10 @@ class OptimizationRun:
         if self.resume is not None:
             self.screener.count = self.resume.screenings
             first_round, first_slot = self.resume.next_slot
-            resume_provider(self.provider, state.experiments)
+            try:
+                resume_provider(self.provider, state.experiments)
+            except Exception as exc:  # noqa: BLE001 - the provider's failure, recorded; it proposes afresh
+                self.provider_failures.failed("resume", exc)
             round_start = incumbent_of(choose_incumbents(state.experiments, first_round).at_round_start,
                                        Incumbent("baseline", self.inputs.kernel_source,
                                                  self.artifacts.root / "experiments/baseline/kernel.py", baseline))
@@ -282,6 +288,11 @@ class OptimizationRun:
                     return incumbent
                 record, promoted = await self.run_candidate(state, incumbent, experiment_id, round_index, slot,
                                                             proposal, deadline)
+                if isinstance(proposal, ProviderFailed) and self.provider_failures.exhausted:
+                    detail = self.provider_failures.exhausted_detail()
+                    self.log.event(f"{experiment_id} status=provider_exhausted reason={quote(detail, 600)}")
+                    state.stop(StoppingReason.PROVIDER_EXHAUSTED, detail)
+                    return incumbent
                 if promoted is not None:
                     incumbent = promoted
                     promoted_this_round = True
@@ -338,8 +349,11 @@ class OptimizationRun:
             with trio.move_on_at(deadline) as scope:
                 try:
                     results[slot] = await self.provider.propose(context)
+                    self.provider_failures.succeeded()
                 except (ProposalError, ProviderExhausted) as exc:
                     results[slot] = exc
+                except Exception as exc:  # noqa: BLE001 - whatever else it raises fails this proposal only
+                    results[slot] = self.provider_failures.failed(ids[slot], exc)
             if scope.cancelled_caught:
                 results[slot] = ProposalError("provider did not answer before the run's deadline")
 
@@ -350,7 +364,7 @@ class OptimizationRun:
         else:
             for slot in slots:
                 await one(slot)
-                if isinstance(results[slot], ProviderExhausted):
+                if isinstance(results[slot], ProviderExhausted) or self.provider_failures.exhausted:
                     break
         return [(ids[slot], slot, results[slot]) for slot in sorted(results)]
 
@@ -424,6 +438,12 @@ class OptimizationRun:
                                aggregate_speedup=record.aggregate_speedup)
         return record
 
+    async def close_provider(self) -> None:
+        try:
+            await self.provider.aclose()
+        except Exception as exc:  # noqa: BLE001 - recorded; closing is the provider's last call
+            self.provider_failures.failed("aclose", exc)
+
     # ---- the end: revalidation and the result -----------------------------------------------------
 
     async def revalidate(self, state: RunState, incumbent: Incumbent) -> tuple[Evaluation | None, Incumbent | None]:
@@ -496,7 +516,8 @@ class OptimizationRun:
             winner_id=winner.experiment_id if winner else "baseline", stopping_reason=state.stopping_reason,
             stopping_detail=state.stopping_detail, provider_explanation=state.provider_explanation,
             exit_code=exit_code, commits=self.commit_step.records,
-            commit_summary=self.commit_step.summary(), best_path=best_path, wall_seconds=time.monotonic() - state.started, output_dir=self.artifacts.root)
+            commit_summary=self.commit_step.summary(), best_path=best_path, wall_seconds=time.monotonic() - state.started,
+            output_dir=self.artifacts.root, provider_failures=self.provider_failures.count)
 
 
 def apply_verdict(record: ExperimentRecord, verdict: Verdict) -> None:

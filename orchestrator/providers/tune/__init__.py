@@ -1,33 +1,33 @@
-"""`--provider tune`, the offline default generator: one launch-configuration change at a time, steered by
-measurements.
+"""`--provider tune`, the offline default generator: launch-configuration changes steered by measurements.
 
-It reads the kernel's tunable literals from the AST (block sizes, tile sizes, `num_warps`, `num_stages`,
-grouping constants, `triton.Config` entries) and, with libcst, the places real Triton code keeps the rest:
-expressions at the launch, the wrapper's assignments feeding it, `triton.heuristics`, autotune lists and a
-persistent kernel's program count (`discovery`), each with the constraints its code states. It picks the change
-the measured bottleneck and the run's history favour and edits only that value (a literal, or the expression
-scaled), so a patch is a one-line diff; when there is nothing to move, `NoKnobFound` carries a structured
-explanation (`explain`). It never repeats a
-configuration, never pushes further a knob direction that regressed or broke the kernel, keeps going in
-directions that measured faster, and says `ProviderExhausted` when nothing untried is left.
+How it reads a kernel: one `Scan` of the source (libcst, with the ast the kernel analyses need) in which each
+registered site style (`styles/`) finds the places real Triton code sets a launch parameter: module constants,
+launch arguments (and options left to Triton's default), the wrapper's assignments feeding them, `triton.autotune`
+lists, entries and keys, `triton.heuristics`, launch grids and persistent program counts, loops' `num_stages`.
+`discovery` turns them into `KnobSite`s, the one model of a knob, each with the constraints its code states and
+the edits it takes; `knobs` gives the search the tunable ones (`Knob`: a key, a value, legal values holding the
+current one). Every edit rewrites the nodes the scan found, so a patch is a small diff and every other byte stays.
 
-One change is coupled: when a bigger block or tile regressed on its own, the next step may grow it
-together with `num_warps` (x2 each), keeping the work per warp constant. On the H200 a 64 -> 128 matmul
-tile with two warps ran at 0.48x and a single-knob climb stopped there; the pair is what the grid's best
-configurations do (docs/tuner.md).
+How it proposes: when the run offers screening, optuna's TPE proposes families over every knob at once
+(`search`, starting from `priors`), one worker screens a family, and the fastest few go to the gate, a per-shape
+table first where the cases want different values (`tables`); then the single-knob policy (`policy`) moves one
+knob (or a tile with its warps) along what the history says, never repeating a configuration or pushing a
+direction that regressed. When there is nothing to move, `NoKnobFound` says what it looked for (`explain`); when
+everything was tried, `ProviderExhausted`.
 
-Modules: `knobs` (the literals, and every knob the policy may move), `domains` (kinds and legal values),
-`constraints` (what the kernel and wrapper code demand of a knob), `sites` and `discovery` (knob sites found
-with libcst), `forms` (the scaled and per-shape forms the edits write), `edits` (lossless libcst edits),
-`explain` (why a kernel has no knob), `grid` (which knobs set the launch grid, and a move's program count in
-words), `policy` (what history taught, which move is next), `metadata` (the proposal's hypothesis, evidence
-and risk text), `provider` (`TuneProvider`).
+Modules: `scan` (the one read), `styles/` (the registry of site styles: where knobs live, their constraints,
+edits and words), `discovery` (`KnobSite`, `discover`), `constraints` (what kernel and wrapper code demand),
+`domains` (kinds and legal values), `forms` (scaled and per-shape forms), `edits` (lossless rewrites),
+`knobs` (`Knob`, `tunable_knobs`, `apply_knobs`), `grid` (which knobs set the launch grid), `priors`, `search`,
+`tables`, `policy`, `metadata` (a proposal's hypothesis, evidence and risk), `explain`, `provider`
+(`TuneProvider`). docs/tuner.md, "Adding a knob style", says how to add a style.
 """
 
 from __future__ import annotations
 
 from orchestrator.providers.tune.constraints import Constraint
 from orchestrator.providers.tune.discovery import Discovery, KnobSite, discover
+from orchestrator.providers.tune.domains import DOMAINS
 from orchestrator.providers.tune.edits import (
            EditError,
            set_configs,
@@ -38,14 +38,7 @@ from orchestrator.providers.tune.edits import (
 )
 from orchestrator.providers.tune.explain import NoKnobExplanation, NoKnobFound, explain_missing_knobs
 from orchestrator.providers.tune.forms import AutotuneConfig
-from orchestrator.providers.tune.knobs import (
-           DOMAINS,
-           Knob,
-           apply_knob,
-           apply_knobs,
-           find_knobs,
-           tunable_knobs,
-)
+from orchestrator.providers.tune.knobs import Knob, apply_knob, apply_knobs, find_knobs, tunable_knobs
 from orchestrator.providers.tune.provider import TuneProvider
 
 __all__ = ["DOMAINS", "AutotuneConfig", "Constraint", "Discovery", "EditError", "Knob", "KnobSite",

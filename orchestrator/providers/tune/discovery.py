@@ -1,5 +1,11 @@
 """Knobs where real Triton code keeps them: `discover(source)` lists every `KnobSite` with its constraints and
-the edits it allows.
+the edits it allows. `KnobSite` is the tuner's one model of a knob: the search's `Knob` (knobs.py) is a tunable
+site under the key the search names it by.
+
+The site styles of `styles/` find the places in one `Scan` of the source; what every place shares is decided
+here: the constraints the kernel, the wrapper and the grid put on its parameter, the edits it takes unless its
+style decides (pinned: none; an expression: literal or scaled; a per-shape table where the style takes one),
+what a table may be keyed on, and its key.
 
 A site whose constraints leave no useful value is listed but not editable, with the reason: a `tl.arange` size
 that must equal the extent it indexes, or one the wrapper already computes as the smallest legal power of two
@@ -20,7 +26,8 @@ import libcst as cst
 from orchestrator.providers.tune.constraints import Constraint, launch_option_constraints, wrapper_constraints
 from orchestrator.providers.tune.domains import DOMAINS
 from orchestrator.providers.tune.forms import AutotuneConfig, code, read_scaled
-from orchestrator.providers.tune.sites import SITE_WORDS, TRITON_DEFAULTS, Found, Launch, Scan, Scope
+from orchestrator.providers.tune.scan import TRITON_DEFAULTS, Found, Launch, Scan, Scope, subtree
+from orchestrator.providers.tune.styles import FINDERS, SITE_WORDS, style_of
 
 _BOUNDS = ("at_least", "greater_than")
 
@@ -32,7 +39,7 @@ class KnobSite:
     key: str  # site:scope.name#ordinal, stable across edits of values
     name: str  # the launch parameter it sets: a constexpr, num_warps, num_stages, programs, configs, key, grid
     kind: str  # block | tile | warps | stages | group | programs | configs | key | grid
-    site: str  # a key of SITE_WORDS
+    site: str  # the style's site name (styles/)
     expression: str  # the value as written (for a scaled one, the author's expression inside the scaling)
     value: int | None  # a literal's value
     line: int
@@ -46,13 +53,19 @@ class KnobSite:
     dimensions: tuple[str, ...] = ()  # what a per-shape table may be keyed on, most relevant first
     note: str = ""  # why it cannot be edited, or what it does (a grid's divisors, a config list's size)
     configs: tuple[AutotuneConfig, ...] = ()  # an autotune list's entries as written
+    group: int = 0  # entries of one triton.Config share it (0 elsewhere)
 
     @property
     def where(self) -> str:
         return f"{SITE_WORDS[self.site]}{f' in {self.scope}' if self.scope else ''} at line {self.line}"
 
+    @property
+    def category(self) -> str:
+        return style_of(self.site).category_of(self)
+
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        del data["group"]
         data["constraints"] = [c.to_json() for c in self.constraints]
         data["where"] = self.where
         return data
@@ -84,11 +97,16 @@ def _is_bound(constraint: Constraint) -> bool:
 
 
 def _scope_name(found: Found) -> str:
-    return found.scope.name if found.scope is not None else found.scope_name
+    return found.scope_label
 
 
 def _constraints(found: Found, scan: Scan, wrapper: list[Constraint], grid: list[tuple[str, Constraint]],
                  line: int) -> list[Constraint]:
+    """What the code demands of the place: its launch option's range, what the kernel demands of its parameter,
+    a tile the grid must divide by, the wrapper's checks, the grid's divisions, and what its style adds."""
+    style = style_of(found.site)
+    if style.own_constraints_only:
+        return list(found.constraints)
     scope = _scope_name(found)
     names = {found.name, found.variable} - {""}
     found_constraints = list(found.constraints)
@@ -99,13 +117,10 @@ def _constraints(found: Found, scan: Scan, wrapper: list[Constraint], grid: list
         for constraint in facts.constraints:
             if constraint.parameter != found.name:
                 continue
-            at_launch = ""
-            if constraint.relation in _BOUNDS:
-                at_launch = (f'{found.variable}["{constraint.bound}"]' if found.site == "heuristic"
-                             else found.launch_arguments.get(constraint.bound, ""))
+            at_launch = style.bound_at_launch(found, constraint.bound) if constraint.relation in _BOUNDS else ""
             found_constraints.append(dataclasses.replace(constraint, at_launch=at_launch))
     if facts is not None and found.name in facts.tiled and not facts.persistent:
-        grids = [f for f in scan.found if f.site == "grid" and f.kind == "grid" and f.kernel == found.kernel]
+        grids = [f for f in scan.found if f.kind == "grid" and f.kernel == found.kernel]
         if grids and not any(names & f.grid_names for f in grids):
             shown = ", ".join(code(f.node) for f in grids)
             found_constraints.append(Constraint(
@@ -114,18 +129,16 @@ def _constraints(found: Found, scan: Scan, wrapper: list[Constraint], grid: list
                 f"divide by it, so the programs cover the data only at this {found.name}", found.kernel, line))
     found_constraints += [c for c in wrapper if c.scope == scope and c.parameter in names]
     found_constraints += [c for kernel, c in grid if kernel == found.kernel and c.parameter in names]
-    return found_constraints
+    return found_constraints + style.constraints(found, scan)
 
 
 def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...], str]:
-    """The edits a site allows, or none with the reason."""
-    if found.site in ("grid", "autotune_key") and found.kind in ("grid", "key"):
-        return (), found.note
-    if found.site == "autotune":
-        listed = isinstance(found.node, cst.List)
-        return (("configs",) if listed else ()), found.note
-    if found.absent_from is not None:  # a keyword to add: one value for every shape
-        return ("literal",), ""
+    """The edits a site allows, or none with the reason: its style's say first, then the common rules."""
+    decided = style_of(found.site).edits(found, constraints)
+    if decided is not None:
+        return decided
+    if found.pinned:
+        return (), found.pinned
     pinned = next((c for c in constraints if c.relation == "pinned"), None)
     if pinned is not None:
         return (), pinned.text()
@@ -134,7 +147,7 @@ def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...]
     if bound is not None and "next_power_of_2" in written:
         return (), (f"{bound.text()}; the wrapper already computes the smallest power of two that satisfies it, so a "
                     "smaller value is wrong and a larger one only adds masked lanes")
-    tables = not found.default and (found.site == "heuristic" or (found.scope is not None and found.scope.parent is not None))
+    tables = style_of(found.site).takes_tables(found)
     if isinstance(found.node, cst.Integer):  # scaling a literal is just another literal
         return (("literal", "table") if tables else ("literal",)), ""
     return (("literal", "table", "scale") if tables else ("literal", "scale")), ""
@@ -145,10 +158,9 @@ def _dimensions(found: Found, scan: Scan, constraints: list[Constraint]) -> tupl
     shapes the wrapper's sizes read (`BLOCK_SIZE = triton.next_power_of_2(n_cols)`: a literal `num_warps = 8`
     reads nothing, and the row length is what its best value follows), then the rest."""
     bounds = [c.at_launch or c.bound for c in constraints if _is_bound(c)]
-    if found.site == "heuristic":
-        keys = [f'{found.variable}["{sub.value[1:-1]}"]' for sub in _nodes(found.node)
-                if isinstance(sub, cst.SimpleString)]
-        return tuple(dict.fromkeys([*keys, *bounds]))
+    keys = style_of(found.site).table_keys(found, bounds)
+    if keys is not None:
+        return keys
     local: dict[str, str] = {}
     scope = found.scope
     sizes: list[str] = []
@@ -182,17 +194,8 @@ def _shapes_reached(scope: Scope | None, names: list[str], local: dict[str, str]
     return shapes
 
 
-def _nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    found, stack = [], [node]
-    while stack:
-        current = stack.pop()
-        found.append(current)
-        stack.extend(current.children)
-    return found
-
-
 def _names(node: cst.CSTNode) -> list[str]:
-    return list(dict.fromkeys(sub.value for sub in reversed(_nodes(node)) if isinstance(sub, cst.Name)))
+    return list(dict.fromkeys(sub.value for sub in reversed(subtree(node)) if isinstance(sub, cst.Name)))
 
 
 @dataclass(frozen=True)
@@ -211,16 +214,19 @@ def locate(source: str) -> Located | None:
         scan = Scan(source)
     except (cst.ParserSyntaxError, SyntaxError, RecursionError):
         return None
+    for style in FINDERS:
+        style.find(scan)
     variables: dict[str, set[str]] = {}
     for found in scan.found:
         variables.setdefault(_scope_name(found), set()).update({found.name, found.variable} - {""})
-    wrapper = wrapper_constraints(ast.parse(source), variables)
-    grid = [(found.kernel, c) for found in scan.found if found.site == "grid" for c in found.constraints]
-    ordered = sorted(scan.found, key=lambda f: (scan.positions[f.node].start.line, scan.positions[f.node].start.column))
+    wrapper = wrapper_constraints(scan.tree, variables)
+    grid = [(found.kernel, c) for found in scan.found if style_of(found.site).own_constraints_only
+            for c in found.constraints]
+    ordered = sorted(scan.found, key=lambda f: scan.start(f.node))
     read = []
     for found in ordered:
         line = scan.line(found.node)
-        constraints = _constraints(found, scan, wrapper, grid, line) if found.site != "grid" else list(found.constraints)
+        constraints = _constraints(found, scan, wrapper, grid, line)
         read.append((found, line, constraints, *_edits(found, constraints)))
     # Launch options a launch leaves to Triton's default are knobs only for a kernel with no tunable size: there
     # they are all there is to tune (a row block the shape fixes); beside tunable sizes the author's choice to
@@ -244,10 +250,10 @@ def locate(source: str) -> Located | None:
             expression=str(literal) if found.absent_from is not None else code(scaled.base if scaled else found.node),
             value=literal if isinstance(literal, int) else None,
             line=line, scope=scope, kernel=found.kernel,
-            variable=found.variable if found.variable != found.name and found.site != "heuristic" else "",
+            variable=style_of(found.site).assigned(found),
             step=scaled.step if scaled else 0, domain=DOMAINS.get(found.kind, ()), edits=edits,
             constraints=tuple(constraints), dimensions=_dimensions(found, scan, constraints) if "table" in edits else (),
-            note=note or found.note, configs=found.configs))
+            note=note or found.note, configs=found.configs, group=found.group))
         by_key[key] = found
     fed = {(site.scope, site.variable or site.name) for site in sites}
     unlaunched = tuple(

@@ -16,6 +16,7 @@ DOMAINS: dict[str, tuple[int, ...]] = {
 # of one for stages (`policy` and `edits` read a value of an expression knob as one of these).
 SCALE_EXPONENTS = (-2, -1, 0, 1, 2)
 TUNABLE_WORDS = ("BLOCK", "TILE", "WARPS", "STAGES", "GROUP")
+MAX_WARPS = 32
 TILE_NAME = re.compile(r"(?:BLOCK|TILE)(?:_SIZE)?_[MNK]$")
 
 
@@ -50,3 +51,27 @@ def parameter_kind(name: str, sizes: frozenset[str], uses_dot: bool) -> str | No
     if any(word in upper for word in ("BLOCK", "TILE")) and not upper.startswith("NUM_"):
         return "tile" if uses_dot or TILE_NAME.search(upper) else "block"
     return None
+
+
+def illegal(kind: str, value: int) -> str:
+    """Why `value` is no setting of a knob of `kind` at all, whatever the tuner's domain holds ("" when it is
+    one): sizes are powers of two (tl.arange needs them), warps a power of two up to 32, everything positive."""
+    if value < 1:
+        return f"{value} is not positive"
+    if kind in ("block", "tile", "warps") and value & (value - 1):
+        return f"{value} is not a power of two"
+    if kind == "warps" and value > MAX_WARPS:
+        return f"{value} warps are more than the {MAX_WARPS} a program may have"
+    return ""
+
+
+def domain_holding(domain: tuple[int, ...], kind: str, value: int) -> tuple[tuple[int, ...], str]:
+    """`domain` with the knob's current `value` in it, and "" - or (), and why the value is no setting of the
+    kind (the knob is then no knob). A legal value outside the usual domain (an 8-element block, 8 stages) is
+    added: the search must be able to stay where the author is, and every domain holds its current value."""
+    if value in domain:
+        return domain, ""
+    reason = illegal(kind, value)
+    if reason:
+        return (), reason
+    return tuple(sorted({*domain, value})), ""

@@ -1,5 +1,7 @@
 """Lossless edits of knob sites (libcst): every other byte of the file stays, so a patch is a small readable diff.
 
+Every edit rewrites the nodes the discovery found, in one pass over the tree of one parse (`rewrite`); how a
+place is written (a value replaced, a keyword added to a launch, a config list laid out) is its style's.
 Four edits: a literal in place of a value or expression, a per-shape table keyed on a dimension with the original
 expression as the fallback, the original expression scaled (forms.py), and an autotune list replaced by a given
 set of configs. Each edit is checked against the site's constraints first (`violations`) and refused with
@@ -16,6 +18,8 @@ import libcst as cst
 from orchestrator.providers.tune.constraints import WARPS_RANGE, Constraint
 from orchestrator.providers.tune.discovery import KnobSite, Located, locate
 from orchestrator.providers.tune.forms import AutotuneConfig, code, read_table, scaled_code, table_code
+from orchestrator.providers.tune.scan import Found, subtree
+from orchestrator.providers.tune.styles import style_of
 
 _LOWER = ("at_least", "greater_than")
 
@@ -93,41 +97,44 @@ def _located(source: str, key: str, edit: str) -> tuple[Located, KnobSite]:
     return located, site
 
 
-class _Absolute(cst.CSTTransformer):
-    """Line breaks inside brackets that libcst would indent by the enclosing block: the text's own columns stay."""
+class _Rewrite(cst.CSTTransformer):
+    """Each target node (by identity in the tree of one parse) written anew by its site's style, children first:
+    a launch that gains a keyword keeps the values edited inside it."""
 
-    def leave_ParenthesizedWhitespace(self, original: cst.ParenthesizedWhitespace,
-                                      updated: cst.ParenthesizedWhitespace) -> cst.ParenthesizedWhitespace:
-        return updated.with_changes(indent=False)
+    def __init__(self, changes: Mapping[int, list[tuple[Found, str]]]) -> None:
+        super().__init__()
+        self.changes = changes
 
-
-def _add_keyword(located: Located, key: str, text: str) -> str:
-    """`name=text` appended to the launch that does not pass the option yet; the other arguments stay."""
-    found = located.found[key]
-    call = found.absent_from
-    assert call is not None
-    keyword = cst.Arg(value=cst.parse_expression(text), keyword=cst.Name(found.name),
-                      equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                            whitespace_after=cst.SimpleWhitespace("")))
-    arguments = list(call.args)
-    if arguments:  # `f(a, b)` -> `f(a, b, name=v)`; a trailing comma moves to the new last argument
-        last = arguments[-1]
-        if isinstance(last.comma, cst.Comma):
-            keyword = keyword.with_changes(comma=last.comma)
-        arguments[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    return located.scan.module.deep_replace(call, call.with_changes(args=arguments + [keyword])).code  # type: ignore[union-attr]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        for found, text in self.changes.get(id(original_node), ()):
+            updated_node = style_of(found.site).written(found, updated_node, text)
+        return updated_node
 
 
-def _replace(located: Located, key: str, text: str, *, absolute: bool = False) -> str:
-    if located.found[key].absent_from is not None:
-        return _add_keyword(located, key, text)
-    old = located.found[key].node
-    new = cst.parse_expression(text)
-    if absolute:
-        new = new.visit(_Absolute())  # type: ignore[assignment]
-    if old.lpar and not new.lpar:  # keep the author's parentheses around the value
-        new = new.with_changes(lpar=old.lpar, rpar=old.rpar)
-    return located.scan.module.deep_replace(old, new).code  # type: ignore[union-attr]
+def rewrite(located: Located, changes: Sequence[tuple[str, str]]) -> str:
+    """The source with each site (by key) set to its text, in one pass; the edits' order is kept where two touch
+    one node (two options added to one launch). One-line values that replace a value's own text are spliced in
+    by position (what rewriting the tree would write, without walking it); anything else rewrites the tree."""
+    founds = [(located.found[key], text) for key, text in changes]
+    if all(style_of(found.site).spliced(found) and "\n" not in text for found, text in founds):
+        return _splice(located, founds)
+    targets: dict[int, list[tuple[Found, str]]] = {}
+    for key, text in changes:
+        found = located.found[key]
+        targets.setdefault(id(style_of(found.site).target(found)), []).append((found, text))
+    return located.scan.module.visit(_Rewrite(targets)).code
+
+
+def _splice(located: Located, changes: Sequence[tuple[Found, str]]) -> str:
+    """Each value's text (its parentheses outside the span, so they stay) replaced, the last in the file first."""
+    parts = located.scan.source.split("\n")  # libcst's lines end at \n only (never at a form feed)
+    lines = [part + "\n" for part in parts[:-1]] + [parts[-1]]
+    spans = sorted(((located.scan.positions[found.node], text) for found, text in changes),
+                   key=lambda item: (item[0].start.line, item[0].start.column), reverse=True)
+    for span, text in spans:
+        first, last = span.start.line - 1, span.end.line - 1
+        lines[first:last + 1] = [lines[first][: span.start.column] + text + lines[last][span.end.column:]]
+    return "".join(lines)
 
 
 def set_literal(source: str, key: str, value: int, dims: Mapping[str, int] | None = None) -> str:
@@ -137,7 +144,7 @@ def set_literal(source: str, key: str, value: int, dims: Mapping[str, int] | Non
     problems = violations(site, value, dims)
     if problems:
         raise EditError(f"{site.key} = {value}: {'; '.join(problems)}")
-    return _replace(located, key, str(value))
+    return rewrite(located, [(key, str(value))])
 
 
 def set_scaled(source: str, key: str, step: int) -> str:
@@ -147,24 +154,13 @@ def set_scaled(source: str, key: str, step: int) -> str:
     problems = scale_violations(site, step)
     if problems:
         raise EditError(f"{site.key} scaled by step {step}: {'; '.join(problems)}")
-    return _replace(located, key, scaled_code(site.expression, site.kind, step))
+    return rewrite(located, [(key, scaled_code(site.expression, site.kind, step))])
 
 
 def _visible(located: Located, site: KnobSite, dimension: str) -> bool:
-    names = {node.value for node in _subtree(cst.parse_expression(dimension)) if isinstance(node, cst.Name)}
+    names = {node.value for node in subtree(cst.parse_expression(dimension)) if isinstance(node, cst.Name)}
     found = located.found[site.key]
-    if site.site == "heuristic":
-        return names <= {found.variable}
-    return found.scope is not None and all(found.scope.resolve(name) is not None for name in names)
-
-
-def _subtree(node: cst.CSTNode) -> list[cst.CSTNode]:
-    nodes, stack = [], [node]
-    while stack:
-        current = stack.pop()
-        nodes.append(current)
-        stack.extend(current.children)
-    return nodes
+    return style_of(found.site).sees(found, names)
 
 
 def set_table(source: str, key: str, dimension: str, table: Mapping[int, int]) -> str:
@@ -185,7 +181,7 @@ def set_table(source: str, key: str, dimension: str, table: Mapping[int, int]) -
     node = located.found[key].node
     existing = read_table(node)
     fallback = code(existing.fallback) if existing is not None else code(node.with_changes(lpar=[], rpar=[]))
-    return _replace(located, key, table_code(dimension, dict(table), fallback))
+    return rewrite(located, [(key, table_code(dimension, dict(table), fallback))])
 
 
 def set_configs(source: str, key: str, configs: Sequence[AutotuneConfig],
@@ -212,7 +208,7 @@ def set_configs(source: str, key: str, configs: Sequence[AutotuneConfig],
     assert isinstance(listed, cst.List)
     first = listed.elements[0].value if listed.elements else None
     callee = code(first.func) if isinstance(first, cst.Call) else "triton.Config"
-    strings = [node for node in _subtree(first) if isinstance(node, cst.SimpleString)] if first is not None else []
+    strings = [node for node in subtree(first) if isinstance(node, cst.SimpleString)] if first is not None else []
     quote = code(strings[-1])[0] if strings else '"'
     entries = [config.code(callee, quote) for config in configs]
     positions = located.scan.positions
@@ -224,4 +220,4 @@ def set_configs(source: str, key: str, configs: Sequence[AutotuneConfig],
         text = "[\n" + "".join(f"{indent}{entry},\n" for entry in entries) + f"{closing}]"
     else:
         text = "[" + ", ".join(entries) + "]"
-    return _replace(located, key, text, absolute=True)
+    return rewrite(located, [(key, text)])

@@ -9,22 +9,11 @@ from typing import Any
 
 from orchestrator.providers.base import ProviderExhausted
 from orchestrator.providers.tune.discovery import Discovery, KnobSite, discover
+from orchestrator.providers.tune.knobs import set_aside
+from orchestrator.providers.tune.styles import categories
 
-# (category, what the discovery looks for there)
-LOOKED_FOR: tuple[tuple[str, str], ...] = (
-    ("module constants", "module-level integer constants named with BLOCK, TILE, GROUP, WARPS or STAGES, and any "
-                         "module name a launch passes"),
-    ("launch arguments", "constexpr sizes, num_warps= and num_stages= passed by keyword or position at each "
-                         "kernel[grid](...) or kernel.warmup(...) launch"),
-    ("wrapper assignments", "the wrapper's local assignments feeding those arguments (num_warps = 8, "
-                            "BLOCK_SIZE = triton.next_power_of_2(n_cols))"),
-    ("triton.autotune", "config lists of triton.Config entries, and their key"),
-    ("triton.heuristics", "entries that set a size, num_warps or num_stages"),
-    ("launch grids", "grid expressions that set the work per program, and a persistent kernel's program count"),
-)
-_CATEGORY_OF_SITE = {"constant": "module constants", "launch": "launch arguments", "wrapper": "wrapper assignments",
-                     "autotune": "triton.autotune", "config": "triton.autotune", "autotune_key": "triton.autotune",
-                     "heuristic": "triton.heuristics", "grid": "launch grids"}
+# (category, what the discovery looks for there), from the registry of site styles, in report order
+LOOKED_FOR: tuple[tuple[str, str], ...] = categories()
 
 
 @dataclass(frozen=True)
@@ -116,12 +105,15 @@ def explain_missing_knobs(source: str) -> NoKnobExplanation:
                                          f"{launch.line} passes {passed}" + (" and *args/**kwargs" if launch.star else ""))
     for site in discovery.sites:
         if not site.edits:
-            found[_CATEGORY_OF_SITE[site.site]].append(_found(site))
+            found[site.category].append(_found(site))
     for scope, name, line in discovery.unlaunched:
         found["wrapper assignments"].append(f"{name} (line {line} in {scope}()) reaches no launch")
     for entry in discovery.ignored:
         category = "triton.heuristics" if "heuristics" in entry else "launch arguments"
         found[category].append(f"{entry} is left alone")
+    for knob, reason in set_aside(source):
+        if knob.site is not None:
+            found[knob.site.category].append(reason)
     categories = tuple(CategoryReport(category, looked_for, tuple(found[category])) for category, looked_for in LOOKED_FOR)
     brief = tuple(f"{site.variable or site.name} in {site.scope or 'the module'}() at line {site.line} ({_reason(site)})"
                   for site in discovery.sites if not site.edits and site.kind not in ("grid", "key"))

@@ -1,10 +1,15 @@
-"""The tuner's knobs: tunable integer literals found in the kernel's AST, and the knob sites beyond them.
+"""The search's knobs: each tunable `KnobSite` of the discovery, under the key the search, the screening records
+and the run's history name it by, with its legal values narrowed by the code's constraints.
 
-Block sizes, tile sizes, `num_warps`, `num_stages`, grouping constants and `triton.Config` entries; each
-knob has a legal domain per kind, and an edit replaces only the literal's bytes, so a patch is a one-line
-diff per knob. `tunable_knobs` adds what `discovery` finds where real code keeps its configuration (wrapper
-assignments, launch expressions, `triton.heuristics`), narrows every domain by the constraints the code
-states, and drops what those constraints pin; `apply_knob` edits those sites through `edits` (libcst).
+A knob is a site with edits; its value is the literal, or for an expression the scaling step applied to it
+(0: as the author wrote it). Its key is the site's (`wrapper:softmax.num_warps#0`), except for an integer
+written where the first version of the tuner read literals (a module constant, a launch keyword, a
+`triton.Config` entry, a loop's `num_stages`): that knob keeps the key those versions gave it
+(`constant:BLOCK_SIZE#0`, `launch:num_warps#0`, `config:BLOCK_M#1`), so recorded screenings replay and resumed
+runs match, and, as then, takes no per-shape table. Every knob's domain holds its current value
+(`domains.domain_holding`); a value that is no setting of its kind at all makes no knob (`set_aside`).
+
+`apply_knobs` sets several knobs in one rewrite of one parse (`edits.rewrite`).
 """
 
 from __future__ import annotations
@@ -14,32 +19,41 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from orchestrator.providers.tune.discovery import KnobSite, discover
-from orchestrator.providers.tune.domains import DOMAINS, SCALE_EXPONENTS, TILE_NAME, literal_kind
-from orchestrator.providers.tune.edits import scale_violations, set_literal, set_scaled, violations
+import libcst as cst
+
+from orchestrator.providers.tune.discovery import KnobSite, Located, locate
+from orchestrator.providers.tune.domains import (
+    DOMAINS,
+    SCALE_EXPONENTS,
+    TILE_NAME,
+    domain_holding,
+    literal_kind,
+)
+from orchestrator.providers.tune.edits import EditError, rewrite, scale_violations, violations
 from orchestrator.providers.tune.forms import ADDITIVE_KINDS, scaled_code
 from orchestrator.providers.tune.grid import grid_uses
-from orchestrator.providers.tune.sites import SITE_WORDS
+from orchestrator.providers.tune.scan import Scan, dotted, integer, string, walk
+from orchestrator.providers.tune.styles.loop import LOOP_CALLS
 
 UP, DOWN = 1, -1
 
+
 @dataclass(frozen=True)
 class Knob:
-    """One tunable integer literal and where it sits (AST line and UTF-8 byte columns)."""
+    """A tunable site as the search moves it: its key, its value (a literal, or a step) and its legal values."""
 
-    key: str  # stable across edits: origin, name and ordinal among equal (origin, name) pairs
+    key: str  # stable across edits of values
     name: str
     kind: str
-    origin: str  # constant | launch | config
+    origin: str  # the site's style (styles/), or constant | launch | config under a literal's key
     value: int
     line: int
-    col: int
-    end_col: int
     grid_uses: int | None = None  # times the launch grid mentions the name; None: the file launches no kernel
-    site_key: str = ""  # the discovery's key of a knob beyond `find_knobs`, edited with libcst
+    site_key: str = ""  # the site's key where the knob is known by it ("" under a literal's key: no table)
     expression: str = ""  # an expression knob: `value` is then the scaling step applied to it (0: as written)
     allowed: tuple[int, ...] | None = None  # the kind's domain narrowed by the constraints in the code
-    scope: str = ""  # the wrapper or kernel it sits in
+    scope: str = ""  # the wrapper or kernel it sits in ("" under a literal's key)
+    site: KnobSite | None = None  # the discovery's site: where the edit goes
 
     @property
     def domain(self) -> tuple[int, ...]:
@@ -49,8 +63,9 @@ class Knob:
 
     @property
     def where(self) -> str:
-        origin = SITE_WORDS.get(self.origin, self.origin) if self.site_key else self.origin
-        return f"{origin}{f' in {self.scope}' if self.scope else ''} at line {self.line}"
+        if self.site is not None and self.site_key:
+            return self.site.where
+        return f"{self.origin}{f' in {self.scope}' if self.scope else ''} at line {self.line}"
 
     def written(self, limit: int = 60) -> str:
         """The expression of an expression knob on one line, shortened to `limit` characters."""
@@ -80,10 +95,19 @@ class Knob:
         return float(2**value) if self.expression and self.kind not in ADDITIVE_KINDS else float(value)
 
 
-def _int_literal(node: ast.AST | None) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int and node.lineno == node.end_lineno:
-        return node.value
-    return None
+class KnobDomainError(AssertionError):
+    """A knob whose current value lies outside its domain reached the search: a defect of the tuner, which
+    `tunable_knobs` guarantees away (the run records it as that proposal's failure)."""
+
+
+def check_domains(knobs: Iterable[Knob]) -> None:
+    """The tuner's own assertion before it asks the search for values: every domain holds its knob's value."""
+    outside = [f"{knob.key} = {knob.value} not in {knob.domain}" for knob in knobs if knob.value not in knob.domain]
+    if outside:
+        raise KnobDomainError(f"knob domain without the current value: {'; '.join(outside)}")
+
+
+# ---- keys of literals ------------------------------------------------------------------------------------
 
 
 def _looks_like_matmul(tree: ast.Module) -> bool:
@@ -96,92 +120,160 @@ def _looks_like_matmul(tree: ast.Module) -> bool:
     return False
 
 
-def _call_name(call: ast.Call) -> str:
-    function = call.func
-    if isinstance(function, ast.Attribute):
-        return function.attr
-    if isinstance(function, ast.Name):
-        return function.id
-    return ""
+@dataclass(frozen=True)
+class _Literal:
+    key: str
+    origin: str
+    name: str
+    kind: str
 
 
-def find_knobs(source: str) -> list[Knob]:
-    """Every tunable literal in source order; an unparsable source has none."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    matmul = _looks_like_matmul(tree)
-    loaded = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
-    found: list[tuple[str, str, ast.Constant]] = []  # (origin, name, literal)
-
-    for statement in tree.body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-            target, value = statement.targets[0], statement.value
-        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-            target, value = statement.target, statement.value
-        else:
-            continue
-        if isinstance(target, ast.Name) and target.id.isupper() and target.id in loaded and _int_literal(value) is not None:
-            found.append(("constant", target.id, value))  # type: ignore[arg-type]
-
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        is_launch = isinstance(node.func, ast.Subscript)  # kernel[grid](...)
-        is_config = _call_name(node) == "Config"
-        for keyword in node.keywords:
-            if keyword.arg is None or _int_literal(keyword.value) is None:
+def _literals(scan: Scan) -> dict[int, _Literal]:
+    """The integers written where the first tuner read literals, by node id: module constants named in upper
+    case and used by the file; launch keywords (upper-case constexprs, `num_warps`, `num_stages`) of
+    `kernel[grid](...)` and `kernel.warmup(...)`; `triton.Config` entries and options; a pipelining loop's
+    `num_stages`. Keys count each (origin, name) in source order; kinds follow the names, a file with `.dot` or
+    M/N/K tiles making every size a tile."""
+    matmul = _looks_like_matmul(scan.tree)
+    found: list[tuple[str, str, cst.BaseExpression]] = []
+    for line in scan.module.body:
+        for statement in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                target, value = statement.targets[0].target, statement.value
+            elif isinstance(statement, cst.AnnAssign) and statement.value is not None:
+                target, value = statement.target, statement.value
+            else:
                 continue
-            if keyword.arg in ("num_warps", "num_stages") or (is_launch and keyword.arg.isupper()):
-                found.append(("config" if is_config else "launch", keyword.arg, keyword.value))  # type: ignore[arg-type]
-        if is_config and node.args and isinstance(node.args[0], ast.Dict):
-            for key, value in zip(node.args[0].keys, node.args[0].values, strict=True):
-                if isinstance(key, ast.Constant) and isinstance(key.value, str) and _int_literal(value) is not None:
-                    found.append(("config", key.value, value))  # type: ignore[arg-type]
-
-    found.sort(key=lambda item: (item[2].lineno, item[2].col_offset))
-    in_grid = grid_uses(tree)
-    knobs: list[Knob] = []
+            if (isinstance(target, cst.Name) and target.value.isupper() and target.value in scan.loaded
+                    and integer(value) is not None):
+                found.append(("constant", target.value, value))
+    for node in walk(scan.module, into_scopes=True):
+        if not isinstance(node, cst.Call):
+            continue
+        called = dotted(node.func)
+        is_launch = isinstance(node.func, cst.Subscript)
+        is_config = called == "Config"
+        takes_options = is_launch or is_config or called == "warmup"
+        for argument in node.args:
+            if argument.keyword is None or integer(argument.value) is None:
+                continue
+            keyword = argument.keyword.value
+            pinned_loop = (found_there := scan.by_node.get(id(argument.value))) is not None and found_there.pinned
+            option = keyword in ("num_warps", "num_stages") and (takes_options or (
+                keyword == "num_stages" and called in LOOP_CALLS and not pinned_loop))
+            if option or (is_launch and keyword.isupper()):
+                found.append(("config" if is_config else "launch", keyword, argument.value))
+        positional = [a.value for a in node.args if a.keyword is None]
+        if is_config and positional and isinstance(positional[0], cst.Dict) and not node.args[0].star:
+            for element in positional[0].elements:
+                name = string(element.key) if isinstance(element, cst.DictElement) else None
+                if name is not None and integer(element.value) is not None:
+                    found.append(("config", name, element.value))
+    found.sort(key=lambda item: scan.start(item[2]))
+    literals: dict[int, _Literal] = {}
     ordinals: dict[tuple[str, str], int] = {}
-    for origin, name, literal in found:
+    for origin, name, node in found:
         kind = literal_kind(name, matmul)
         if kind is None:
             continue
         ordinal = ordinals.get((origin, name), 0)
         ordinals[(origin, name)] = ordinal + 1
-        knobs.append(
-            Knob(
-                key=f"{origin}:{name}#{ordinal}",
-                name=name,
-                kind=kind,
-                origin=origin,
-                value=literal.value,
-                line=literal.lineno,
-                col=literal.col_offset,
-                end_col=literal.end_col_offset,  # type: ignore[arg-type]
-                grid_uses=None if in_grid is None else in_grid[name],
-            )
-        )
-    return knobs
+        literals[id(node)] = _Literal(f"{origin}:{name}#{ordinal}", origin, name, kind)
+    return literals
 
 
-def apply_knob(source: str, knob: Knob, value: int) -> str:
-    """Replace just the literal's span (AST columns are UTF-8 byte offsets), leaving every other byte alone; a
-    knob beyond the literals is edited through its site (a literal, or its expression scaled)."""
-    if knob.site_key:
-        return set_scaled(source, knob.site_key, value) if knob.expression else set_literal(source, knob.site_key, value)
-    lines = source.splitlines(keepends=True)
-    encoded = lines[knob.line - 1].encode("utf-8")
-    lines[knob.line - 1] = (encoded[: knob.col] + str(value).encode() + encoded[knob.end_col :]).decode("utf-8")
-    return "".join(lines)
+# ---- knobs -----------------------------------------------------------------------------------------------
 
 
-def apply_knobs(source: str, values_by_key: dict[str, int]) -> str:
-    """Set several knobs (by key); each edit re-finds its knob, since an earlier one can move its columns."""
-    for key, value in values_by_key.items():
-        source = apply_knob(source, next(k for k in tunable_knobs(source) if k.key == key), value)
-    return source
+def _narrowed(site: KnobSite, kind: str) -> tuple[int, ...] | None:
+    """The values of the kind's domain the site's constraints allow; None when they allow all of them."""
+    legal = tuple(value for value in DOMAINS[kind] if not violations(site, value))
+    return None if legal == DOMAINS[kind] else legal
+
+
+def _literal_knob(site: KnobSite, literal: _Literal, value: int, uses: int | None) -> Knob:
+    return Knob(key=literal.key, name=literal.name, kind=literal.kind, origin=literal.origin, value=value,
+                line=site.line, grid_uses=uses, site=site)
+
+
+def _site_knob(site: KnobSite, uses: int | None) -> Knob | None:
+    common = {"key": site.key, "name": site.name, "kind": site.kind, "origin": site.site, "line": site.line,
+              "grid_uses": uses, "site_key": site.key, "scope": site.scope, "site": site}
+    if site.value is not None and site.kind in DOMAINS:
+        allowed = _narrowed(site, site.kind)
+        return Knob(value=site.value, allowed=allowed, **common) if allowed != () else None
+    if site.value is None and "scale" in site.edits:
+        steps = tuple(step for step in SCALE_EXPONENTS if not scale_violations(site, step))
+        if steps != (site.step,):
+            return Knob(value=site.step, expression=site.expression,
+                        allowed=None if steps == SCALE_EXPONENTS else steps, **common)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _knobs(source: str) -> tuple[tuple[Knob, ...], tuple[tuple[Knob, str], ...], tuple[Knob, ...]]:
+    """(tunable knobs, knobs set aside with why, every literal under its key whatever its constraints)."""
+    located = locate(source)
+    if located is None:
+        return (), (), ()
+    literals = _literals(located.scan)
+    in_grid = grid_uses(located.scan.tree)
+    under_literal_keys: list[Knob] = []
+    every_literal: list[Knob] = []
+    by_site: list[Knob] = []
+    for site in located.discovery.sites:
+        found = located.found[site.key]
+        if site.kind not in DOMAINS and site.kind != "programs":
+            continue
+        literal = literals.get(id(found.node)) if found.absent_from is None else None
+        if literal is not None and site.value is not None:
+            knob = _literal_knob(site, literal, site.value, None if in_grid is None else in_grid[literal.name])
+            every_literal.append(knob)
+            allowed = _narrowed(site, literal.kind) if site.edits else ()
+            if allowed != ():
+                under_literal_keys.append(replace(knob, allowed=allowed))
+        elif site.edits:
+            uses = None if in_grid is None else max(in_grid[site.name], in_grid[site.variable] if site.variable else 0)
+            knob = _site_knob(site, uses)
+            if knob is not None:
+                by_site.append(knob)
+    # as the first tuner listed them: its literals, then the sites beyond them, each line's in that order
+    ordered = sorted(under_literal_keys + by_site, key=lambda knob: knob.line)
+    tunable, left = [], []
+    for knob in ordered:
+        held, reason = _holding_value(knob)
+        if held is None:
+            left.append((knob, reason))
+        else:
+            tunable.append(held)
+    return tuple(tunable), tuple(left), tuple(every_literal)
+
+
+def _holding_value(knob: Knob) -> tuple[Knob | None, str]:
+    """The knob with its current value in its domain, or None and why it is no knob."""
+    domain, reason = domain_holding(knob.domain, knob.kind, knob.value) if not knob.expression else (
+        tuple(sorted({*knob.domain, knob.value})), "")
+    if not domain:
+        return None, f"{knob.name} = {knob.value} ({knob.where}) is no {knob.kind} setting: {reason}"
+    return (knob if domain == knob.domain else replace(knob, allowed=domain)), ""
+
+
+def tunable_knobs(source: str) -> list[Knob]:
+    """Every knob the search may move, in source order (by line; on one line, those under a literal's key
+    first). A source that does not parse has none."""
+    return list(_knobs(source)[0])
+
+
+def set_aside(source: str) -> list[tuple[Knob, str]]:
+    """The knobs `tunable_knobs` left, each with why: a current value that is no setting of its kind
+    (`num_warps=3`, a 48-element block)."""
+    return list(_knobs(source)[1])
+
+
+def find_knobs(source: str) -> list[Knob]:
+    """Every integer written where the first tuner read literals (`_literals`) that sets a knob site, under its
+    key with its kind's whole domain, whatever the code's constraints say (scripts enumerate grids with it)."""
+    return list(_knobs(source)[2])
 
 
 def knob_configuration(knobs: Iterable[Knob]) -> tuple[tuple[str, int], ...]:
@@ -196,50 +288,47 @@ def next_value(knob: Knob, direction: int, current: int) -> int | None:
     return min(beyond) if direction == UP else max(beyond)
 
 
-def _narrowed(site: KnobSite, kind: str) -> tuple[int, ...] | None:
-    """The values of the kind's domain the site's constraints allow; None when they allow all of them."""
-    legal = tuple(value for value in DOMAINS[kind] if not violations(site, value))
-    return None if legal == DOMAINS[kind] else legal
+# ---- edits -----------------------------------------------------------------------------------------------
 
 
-def _matches(knob: Knob, site: KnobSite) -> bool:
-    return site.line == knob.line and site.value == knob.value and knob.name in (site.name, site.variable)
+def _change(knob: Knob, value: int) -> tuple[str, str]:
+    """(site key, text) of setting `knob` to `value`, checked as `edits.set_literal` / `set_scaled` check."""
+    site = knob.site
+    if site is None:
+        raise EditError(f"{knob.key} has no site to edit")
+    if knob.expression:
+        if "scale" not in site.edits:
+            raise EditError(f"{site.key} takes {', '.join(site.edits) or 'no'} edits, not scale")
+        problems = scale_violations(site, value)
+        if problems:
+            raise EditError(f"{site.key} scaled by step {value}: {'; '.join(problems)}")
+        return site.key, scaled_code(site.expression, site.kind, value)
+    if "literal" not in site.edits:
+        raise EditError(f"{site.key} takes {', '.join(site.edits) or 'no'} edits, not literal")
+    problems = violations(site, value)
+    if problems:
+        raise EditError(f"{site.key} = {value}: {'; '.join(problems)}")
+    return site.key, str(value)
 
 
-def tunable_knobs(source: str) -> list[Knob]:
-    """`find_knobs`, narrowed by the code's constraints (a pinned literal is dropped), plus every editable site
-    `discovery` finds beyond the literals, in source order. Keys of `find_knobs` knobs are unchanged."""
-    return list(_tunable_knobs(source))
+def _located(source: str) -> Located:
+    located = locate(source)
+    if located is None:
+        raise EditError("the source does not parse")
+    return located
 
 
-@functools.lru_cache(maxsize=64)
-def _tunable_knobs(source: str) -> tuple[Knob, ...]:  # cached: the policy asks again for every move it weighs
-    discovery = discover(source)
-    sites = [site for site in discovery.sites if site.kind in DOMAINS or site.kind == "programs"]
-    knobs: list[Knob] = []
-    claimed: set[str] = set()
-    for knob in find_knobs(source):
-        site = next((site for site in sites if site.key not in claimed and _matches(knob, site)), None)
-        if site is None:
-            knobs.append(knob)
-            continue
-        claimed.add(site.key)
-        allowed = _narrowed(site, knob.kind) if site.edits else ()
-        if allowed != ():
-            knobs.append(replace(knob, allowed=allowed))
-    beyond = [site for site in sites if site.key not in claimed and site.edits]
-    in_grid = grid_uses(ast.parse(source)) if beyond else None  # `discover` parsed it, so it parses
-    for site in beyond:
-        uses = None if in_grid is None else max(in_grid[site.name], in_grid[site.variable] if site.variable else 0)
-        common = {"key": site.key, "name": site.name, "kind": site.kind, "origin": site.site, "line": site.line,
-                  "col": 0, "end_col": 0, "grid_uses": uses, "site_key": site.key, "scope": site.scope}
-        if site.value is not None and site.kind in DOMAINS:
-            allowed = _narrowed(site, site.kind)
-            if allowed != ():
-                knobs.append(Knob(value=site.value, allowed=allowed, **common))
-        elif site.value is None and "scale" in site.edits:
-            steps = tuple(step for step in SCALE_EXPONENTS if not scale_violations(site, step))
-            if steps != (site.step,):
-                knobs.append(Knob(value=site.step, expression=site.expression,
-                                  allowed=None if steps == SCALE_EXPONENTS else steps, **common))
-    return tuple(sorted(knobs, key=lambda knob: knob.line))
+def apply_knob(source: str, knob: Knob, value: int) -> str:
+    """`source` with `knob` (one of `tunable_knobs(source)`) set to `value`: its literal replaced, or its
+    expression scaled by that step; every other byte stays."""
+    return rewrite(_located(source), [_change(knob, value)])
+
+
+def apply_knobs(source: str, values_by_key: dict[str, int]) -> str:
+    """Several knobs (by key) set in one rewrite of one parse; each edit is checked as `apply_knob` checks it."""
+    located = _located(source)
+    knobs = {knob.key: knob for knob in tunable_knobs(source)}
+    missing = [key for key in values_by_key if key not in knobs]
+    if missing:
+        raise EditError(f"no knob {', '.join(missing)} in the source")
+    return rewrite(located, [_change(knobs[key], value) for key, value in values_by_key.items()])

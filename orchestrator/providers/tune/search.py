@@ -31,7 +31,7 @@ from orchestrator.compile_ahead.feasibility import PRUNABLE, is_neighbour, pruni
 from orchestrator.compile_ahead.models import REGISTERS, SHARED_MEMORY, THREADS
 from orchestrator.decision.statistics import weighted_geomean
 from orchestrator.providers.tune.edits import EditError
-from orchestrator.providers.tune.knobs import Knob, apply_knobs
+from orchestrator.providers.tune.knobs import Knob, apply_knobs, check_domains
 from orchestrator.providers.tune.priors import Roles, prior_configs
 from orchestrator.providers.tune.tables import Run, compose_table, takes_tables
 
@@ -124,6 +124,7 @@ class FamilySearch:
         from optuna.distributions import CategoricalDistribution
         from optuna.trial import TrialState
 
+        check_domains(knobs)  # the incumbent is every family's first trial: its values must be in the domains
         keys = _space(knobs)
         names = triton_names(knobs)
         domains = {k.key: CategoricalDistribution(list(k.domain)) for k in knobs}

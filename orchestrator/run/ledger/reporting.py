@@ -215,7 +215,8 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                  final: Evaluation | None, final_record: ExperimentRecord | None, winner_id: str,
                  stopping_reason: str, stopping_detail: str, exit_code: int, commits: list[CommitRecord],
                  provider_explanation: dict | None = None,
-                 commit_summary: str, best_path: Path, wall_seconds: float, output_dir: Path) -> RunResult:
+                 commit_summary: str, best_path: Path, wall_seconds: float, output_dir: Path,
+                 provider_failures: int = 0) -> RunResult:
     speedups = {row.case_id: row for row in final_record.comparisons} if final_record else {}
     rates = {rate.case_id: rate for rate in evaluation_rates(final or baseline, baseline.worker.device)}
     workload = []
@@ -246,7 +247,8 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                        stopping_detail=stopping_detail, commit=commit_summary, output_dir=str(output_dir),
                        verdict_process=baseline.worker.verdict_process,
                        verdict_fallback=baseline.worker.verdict_fallback,
-                       physics=device_peaks_line(baseline.worker.device), profile_evidence=required)
+                       physics=device_peaks_line(baseline.worker.device), profile_evidence=required,
+                       provider_failures=provider_failures)
     return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
                      stopping_detail=stopping_detail, winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
                      final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,

@@ -1,0 +1,49 @@
+"""Loop options: `for k in tl.range(0, n, BLOCK, num_stages=3)` sets the software pipelining of one loop. A literal
+of one or more is a knob (`stages`). Left as written, and said why: `num_stages=0`, which turns Triton's
+pipelining off on purpose, and any value in a kernel that allocates its own stage buffers
+(`tlx.local_alloc`): such a kernel pipelines by hand, and its loop must stay as its author wrote it."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from orchestrator.providers.tune.scan import Found, Scan, dotted, integer, walk
+from orchestrator.providers.tune.styles.base import SiteStyle
+
+LOOP_CALLS = ("range", "static_range")
+
+
+def allocates_buffers(kernel: cst.FunctionDef) -> bool:
+    """The kernel allocates shared-memory buffers itself (TLX's `local_alloc`): it pipelines by hand."""
+    return any(isinstance(node, cst.Call) and dotted(node.func) == "local_alloc"
+               for node in walk(kernel, into_scopes=True))
+
+
+class LoopStyle(SiteStyle):
+    site = "loop"
+    word = "loop option"
+    category = "launch arguments"
+
+    def find(self, scan: Scan) -> None:
+        for kernel, node in scan.kernel_nodes.items():
+            by_hand = allocates_buffers(node)
+            for call in walk(node, into_scopes=True):
+                if not (isinstance(call, cst.Call) and dotted(call.func) in LOOP_CALLS):
+                    continue
+                for argument in call.args:
+                    value = integer(argument.value)
+                    if argument.keyword is None or argument.keyword.value != "num_stages" or value is None:
+                        continue
+                    line = scan.line(argument.value)
+                    pinned = ""
+                    if by_hand:
+                        pinned = (f"the loop's num_stages={value} (line {line}) stays: {kernel} allocates its own "
+                                  "stage buffers (tlx.local_alloc) and pipelines by hand")
+                    elif value < 1:
+                        pinned = (f"the loop's num_stages={value} (line {line}) stays: it turns Triton's software "
+                                  "pipelining off on purpose")
+                    scan.record(Found(self.site, "num_stages", "stages", argument.value, None, kernel,
+                                      scope_name=kernel, pinned=pinned, note=pinned))
+
+
+STYLE = LoopStyle()
