@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from protocol.base import StrictModel
+from protocol.outcome import ExitCode
 
 BATCH_VERSION = 1
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -53,13 +54,13 @@ class BatchManifest(StrictModel):
 
 
 class BatchExitCode(IntEnum):
-    """Exit codes of `tlx-agent batch` (its own contract: 4 is not optimize's HUMAN_REVIEW)."""
+    """The exit codes `tlx-agent batch` returns: a subset of protocol.outcome.ExitCode, with the same meanings."""
 
-    ALL_IMPROVED = 0  # every job improved its kernel
-    ERROR = 1  # invalid manifest, output directory or arguments: no job ran
-    NONE_IMPROVED = 2  # no job improved (failures included)
-    SOME_IMPROVED = 4  # some jobs improved, others did not or failed
-    INTERRUPTED = 130  # Ctrl-C or SIGTERM: unfinished jobs stay pending or running for --resume
+    ALL_IMPROVED = ExitCode.OK  # every job improved its kernel
+    ERROR = ExitCode.ERROR  # invalid manifest, output directory or arguments: no job ran
+    NONE_IMPROVED = ExitCode.NO_WINNER  # no job improved (failures included)
+    SOME_IMPROVED = ExitCode.SOME_IMPROVED  # some jobs improved, others did not or failed
+    INTERRUPTED = ExitCode.INTERRUPTED  # Ctrl-C or SIGTERM: unfinished jobs stay pending or running for --resume
 
 
 class JobStatus(str, Enum):

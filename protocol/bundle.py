@@ -63,6 +63,9 @@ class Target(StrictModel):
     # A candidate whose GPU time moves out of the `main_scope` kernel (a library call, another kernel) is
     # vetoed (orchestrator/decision/profile_rules.py) unless this says that is intended.
     allow_work_outside_main_scope: bool = False
+    # The largest loss a protected case may show beyond its noise (a fraction: 0.02 = 2 %); the run's default
+    # when absent. `--max-case-regression` and budget.json override it.
+    max_case_regression: float | None = Field(default=None, ge=0.0, le=1.0)
     # Accepted so bundles written for other tools load; recorded, not interpreted.
     optimization_skills: list[str] = Field(default_factory=list)
     supported_experiment_kinds: list[str] = Field(default_factory=lambda: ["promotable", "human_review"])
@@ -79,19 +82,24 @@ class Budget(StrictModel):
     min_speedup: float = Field(default=1.01, ge=1.0)
     max_cv: float = Field(default=0.10, ge=0.0)
     benchmark_repetitions: int = Field(default=10, gt=0)
+    # A protected case whose speedup's upper confidence bound lies below 1 - this is slower beyond its noise
+    # and the candidate is rejected, whatever the aggregate (orchestrator/decision/gates.py); 1.0 turns it off.
+    # Calibrated on the recorded runs: docs/results/2026-12-03-case-regression-calibration.md.
+    max_case_regression: float = Field(default=0.02, ge=0.0, le=1.0)
 
 
 # Where a target runs in Triton's CPU interpreter, its timings measure Python executing each program on a
 # shared CPU: on an idle 2-core machine one case's per-sample CV was 0.15, and under a parallel load the
-# within-worker CV reached 0.48 and the medians of three fresh workers spread 75 % (docs/measurement.md,
-# "Interpreter targets"). They say nothing about GPU speed and serve to check correctness and the loop, so the
-# CV gate there is set where such scatter passes; the bootstrap test still has to find the gain above the
-# measured noise. Judged mode (sandbox_worker/judged/) times each call across two processes, so a call also
-# carries the candidate's wake-up: on a loaded 2-core host a 2 ms interpreted call reached CVs of 1.06-1.28 at
-# revalidation, hence 2.0. A flag or budget.json still sets any value explicitly.
+# within-worker CV reached 0.48 and the medians of three fresh workers spread 75 %
+# (docs/results/2026-12-01-interpreter-stability.md). They say nothing about GPU speed and serve to check
+# correctness and the loop, so the CV gate there is set where such scatter passes; the bootstrap test still
+# has to find the gain above the measured noise. Judged mode (sandbox_worker/judged/) times each call across
+# two processes, so a call also carries the candidate's wake-up: on a loaded 2-core host a 2 ms interpreted
+# call reached CVs of 1.06-1.28 at revalidation, hence 2.0. A flag or budget.json still sets any value
+# explicitly.
 INTERPRETER_BUDGET: dict[str, float] = {"max_cv": 2.0}
 
-BudgetSource = Literal["default", "interpreter default", "command line", "budget.json"]
+BudgetSource = Literal["default", "interpreter default", "target.json", "command line", "budget.json"]
 
 
 def _read_json(path: Path, what: str) -> Any:

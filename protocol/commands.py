@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import Field
 
 from protocol.base import StrictModel
 from protocol.outcome import ExitCode
@@ -30,12 +32,25 @@ class InitBundleOutput(StrictModel):
     validate_command: list[str]  # argv of the validate command, ready to run
 
 
+class ToolCheck(StrictModel):
+    """One tool `doctor` looked for: what it found (`detail`), and what to do when it is not ok (`fix`)."""
+
+    name: str  # torch, triton, tlx, proton, cuda_device, ncu, codex, claude
+    status: Literal["ok", "missing", "warning"]  # missing: a run that needs it cannot start; warning: degraded
+    detail: str
+    fix: str | None = None
+    facts: dict[str, Any] = Field(default_factory=dict)  # versions, paths, device, as found
+
+
 class DoctorOutput(StrictModel):
-    """`tlx-agent doctor`: each isolation layer as active, degraded:<reason> or unavailable:<reason>."""
+    """`tlx-agent doctor`: each isolation layer as active, degraded:<reason> or unavailable:<reason>, and each
+    tool a run may need (orchestrator/worker/toolchain.py)."""
 
     isolation_mode: Literal["strict", "standard", "off"]
     layers: dict[str, str]
     strict_ok: bool
+    worker_python: str | None = None
+    tools: list[ToolCheck] = Field(default_factory=list)
 
 
 class SkillInstallOutput(StrictModel):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from protocol.base import StrictModel
 from protocol.manifest import InputPaths
 from protocol.outcome import ExitCode, StoppingReason
@@ -29,10 +31,20 @@ class CaseOutcome(StrictModel):
     baseline_cv: float | None
     final_cv: float | None
     correct: bool | None  # in the final measurement (the baseline's when nothing was promoted)
+    # as result.json's report states them (protocol/results.py CaseReport); None in results of older versions
+    timing_mode: str | None = None
+    achieved_bytes_per_s: float | None = None
+    achieved_flop_per_s: float | None = None
+    percent_of_memory_peak: float | None = None
+    percent_of_flop_peak: float | None = None
+    percent_of_copy_ceiling: float | None = None
 
 
 class CompletionReport(StrictModel):
     finished: bool  # the run wrote result.json: it reached its final revalidation or a decided end
+    # what weakens the run's verdicts (result.json report.warnings): verdicts in the candidate's process, no
+    # physics check for the device, no profile evidence; said first
+    warnings: list[str] = Field(default_factory=list)
     exit_code: ExitCode | None  # null: unknown (no result.json and no recorded error)
     success: bool  # exit code 0: a winner was promoted and survived revalidation
     output_dir: str | None  # absolute; null only when the run failed before creating it

@@ -48,42 +48,39 @@ _FLOP_DTYPES = {
 }
 
 _HOPPER = "NVIDIA H100/H200 Tensor Core GPU datasheets (nvidia.com/en-us/data-center/h100, /h200), dense figures"
+_HOPPER_SXM = {"float64": 34e12, "float32": 67e12, "tfloat32": 494.5e12, "float16": 989.5e12, "float8": 1_979e12,
+               "int8": 1_979e12}
+_HOPPER_NVL = {"float64": 30e12, "float32": 60e12, "tfloat32": 417e12, "float16": 835e12, "float8": 1_670e12,
+               "int8": 1_670e12}
+_AMPERE_FLOPS = {"float64": 9.7e12, "float32": 19.5e12, "tfloat32": 156e12, "float16": 312e12, "int8": 624e12}
 _AMPERE = "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100), dense figures"
 _BLACKWELL = "NVIDIA DGX B200 / HGX B200 datasheet (nvidia.com/en-us/data-center/hgx), per GPU, dense figures"
 _ADA = "NVIDIA L40S / L4 datasheets (nvidia.com/en-us/data-center/l40s, /l4), dense figures"
 
 DEVICE_PEAKS: tuple[DevicePeaks, ...] = (
     DevicePeaks(name="GH200", name_pattern=r"GH200", memory_bytes_per_s=4.9e12,
-                flop_per_s={"float64": 34e12, "float32": 67e12, "tfloat32": 494.5e12, "float16": 989.5e12,
-                            "float8": 1_979e12, "int8": 1_979e12},
+                flop_per_s=_HOPPER_SXM,
                 source="NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3e variant), dense figures"),
     DevicePeaks(name="H200 NVL", name_pattern=r"H200\s*NVL", memory_bytes_per_s=4.8e12,
-                flop_per_s={"float64": 30e12, "float32": 60e12, "tfloat32": 417e12, "float16": 835e12,
-                            "float8": 1_670e12, "int8": 1_670e12}, source=_HOPPER),
+                flop_per_s=_HOPPER_NVL, source=_HOPPER),
     DevicePeaks(name="H200 SXM", name_pattern=r"H200", memory_bytes_per_s=4.8e12,
-                flop_per_s={"float64": 34e12, "float32": 67e12, "tfloat32": 494.5e12, "float16": 989.5e12,
-                            "float8": 1_979e12, "int8": 1_979e12}, source=_HOPPER),
+                flop_per_s=_HOPPER_SXM, source=_HOPPER),
     DevicePeaks(name="H100 NVL", name_pattern=r"H100\s*NVL", memory_bytes_per_s=3.9e12,
-                flop_per_s={"float64": 30e12, "float32": 60e12, "tfloat32": 417e12, "float16": 835e12,
-                            "float8": 1_670e12, "int8": 1_670e12}, source=_HOPPER),
+                flop_per_s=_HOPPER_NVL, source=_HOPPER),
     DevicePeaks(name="H100 PCIe", name_pattern=r"H100\s*PCIe", memory_bytes_per_s=2.0e12,
                 flop_per_s={"float64": 26e12, "float32": 51e12, "tfloat32": 378e12, "float16": 756e12,
                             "float8": 1_513e12, "int8": 1_513e12}, source=_HOPPER),
     DevicePeaks(name="H100 SXM", name_pattern=r"H100", memory_bytes_per_s=3.35e12,
-                flop_per_s={"float64": 34e12, "float32": 67e12, "tfloat32": 494.5e12, "float16": 989.5e12,
-                            "float8": 1_979e12, "int8": 1_979e12}, source=_HOPPER),
+                flop_per_s=_HOPPER_SXM, source=_HOPPER),
     DevicePeaks(name="B200", name_pattern=r"B200", memory_bytes_per_s=8.0e12,
                 flop_per_s={"float64": 40e12, "float32": 80e12, "tfloat32": 1_100e12, "float16": 2_250e12,
                             "float8": 4_500e12, "int8": 4_500e12}, source=_BLACKWELL),
     DevicePeaks(name="A100 80GB PCIe", name_pattern=r"A100.*80GB.*PCIe|A100.*PCIe.*80GB", memory_bytes_per_s=1.935e12,
-                flop_per_s={"float64": 9.7e12, "float32": 19.5e12, "tfloat32": 156e12, "float16": 312e12,
-                            "int8": 624e12}, source=_AMPERE),
+                flop_per_s=_AMPERE_FLOPS, source=_AMPERE),
     DevicePeaks(name="A100 80GB SXM", name_pattern=r"A100.*80GB", memory_bytes_per_s=2.039e12,
-                flop_per_s={"float64": 9.7e12, "float32": 19.5e12, "tfloat32": 156e12, "float16": 312e12,
-                            "int8": 624e12}, source=_AMPERE),
+                flop_per_s=_AMPERE_FLOPS, source=_AMPERE),
     DevicePeaks(name="A100 40GB", name_pattern=r"A100", memory_bytes_per_s=1.555e12,
-                flop_per_s={"float64": 9.7e12, "float32": 19.5e12, "tfloat32": 156e12, "float16": 312e12,
-                            "int8": 624e12}, source=_AMPERE),
+                flop_per_s=_AMPERE_FLOPS, source=_AMPERE),
     DevicePeaks(name="L40S", name_pattern=r"L40S", memory_bytes_per_s=864e9,
                 flop_per_s={"float32": 91.6e12, "tfloat32": 183e12, "float16": 362e12, "float8": 733e12,
                             "int8": 733e12}, source=_ADA),

@@ -6,16 +6,20 @@ from enum import Enum, IntEnum
 
 
 class ExitCode(IntEnum):
-    """Exit codes of every `tlx-agent` subcommand (also the `exit_code` field of result.json)."""
+    """Exit codes of every `tlx-agent` subcommand, one meaning each (also the `exit_code` field of result.json and
+    batch.json). A code a subcommand cannot reach is simply not returned by it."""
 
-    OK = 0  # optimize: a winner was promoted and survived revalidation; validate/init-bundle: all checks passed
+    # optimize: a winner was promoted and survived revalidation; validate/init-bundle: every check passed;
+    # batch: every job improved its kernel
+    OK = 0
     ERROR = 1  # invalid input or internal error; one message names what to fix
-    NO_WINNER = 2  # the run finished without a qualifying winner
-    COMMIT_FAILED = 3  # a promotion or rollback commit failed
+    NO_WINNER = 2  # optimize: the run finished without a qualifying winner; batch: no job improved
+    COMMIT_FAILED = 3  # optimize: a promotion or rollback commit failed
     # Reserved for "a candidate was caught lying about its work or speed: a person should look". Nothing returns
     # it yet: the checks that would request it are not built (docs/security.md, "What is still open").
     HUMAN_REVIEW = 4
-    INTERRUPTED = 130  # Ctrl-C / SIGINT
+    SOME_IMPROVED = 5  # batch: some jobs improved their kernel, the others did not or failed
+    INTERRUPTED = 130  # Ctrl-C / SIGINT (batch: SIGTERM too; --resume continues)
 
 
 class StoppingReason(str, Enum):

@@ -33,6 +33,7 @@ from protocol.results import (
     RunResult,
     SampleStats,
 )
+from protocol.summary import RunSummary
 from protocol.worker import WorkerCommand, WorkerEvent
 
 MODEL_SCHEMAS: dict[str, Any] = {
@@ -53,6 +54,7 @@ MODEL_SCHEMAS: dict[str, Any] = {
     "doctor_output": DoctorOutput,
     "skill_install_output": SkillInstallOutput,
     "completion_report": CompletionReport,
+    "run_summary": RunSummary,  # what optimize prints on stdout (result.json holds the whole RunResult)
     "batch_manifest": BatchManifest,  # the manifest `tlx-agent batch` reads (JSON or TOML)
 }
 

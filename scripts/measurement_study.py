@@ -7,8 +7,8 @@ five variants through the example's own harness (`benchmark`, i.e. the harness_k
   T2, T3, T5  the kernel followed by a GPU spin (`torch.cuda._sleep`) calibrated to add 2 %, 3 %, 5 %
   of its time: an incumbent carrying known extra work, whose removal (candidate A) is a true gain.
 Trials then take A/B/A triples of runs from different processes, exactly as the agent schedules them,
-and apply the agent's promotion decision (`orchestrator.decision.gates.decide`: correctness, min speedup, CV,
-and the statistical test). Runs are real; trials are drawn from them (the report says how many).
+and apply the agent's promotion decision and confirmation loop (`orchestrator/decision/study.py`, which
+`tlx-agent simulate DIR` runs on a study's directory too). Runs are real; trials are drawn from them.
 
   python3 scripts/measurement_study.py --out DIR [--examples vector_add softmax matmul] [--processes 3]
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import random
 import statistics
 import subprocess
@@ -93,99 +92,17 @@ def measure_process(example: str, index: int, blocks: int, budget: float, out: P
                                "cycles_per_us": cycles_per_us, "case": case, "runs": runs}))
 
 
-def evaluation(label: str, case, samples):
-    from orchestrator.decision.statistics import sample_stats
-    from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus
-
-    measured = CaseMeasurement(case_id=case.case_id, protected=True, weight=1.0, correct=True,
-                               samples_us=samples, stats=sample_stats(samples))
-    return Evaluation(label=label, status=EvaluationStatus.OK, cases=[measured])
-
-
-def trial(case, candidate_pool: list[dict], incumbent_pool: list[dict], between, budget, rng: random.Random,
-          confirm_pairs: int) -> tuple[object, list[dict], list[dict]]:
-    """One A/B/A trial (candidate run from another process than both incumbent runs), extended by the
-    agent's own confirmation loop with further runs of the same variants, none used twice. Returns the
-    verdict and the runs used on each side."""
-    import trio
-
-    from orchestrator.decision.confirmation import confirm_until_decided
-    from orchestrator.decision.gates import decide
-
-    incumbents = rng.sample(incumbent_pool, 2)
-    candidates = [rng.choice([r for r in candidate_pool if r["process"] not in {i["process"] for i in incumbents}]
-                             or candidate_pool)]
-    test_seed = rng.randrange(2**31)
-
-    def decide_again():
-        return decide([case], [evaluation("candidate", case, r["samples_us"]) for r in candidates],
-                      [evaluation("incumbent", case, r["samples_us"]) for r in incumbents],
-                      budget, test_seed=test_seed, noise=between)
-
-    async def measure_pair(_pair: int) -> bool:
-        for side, pool in ((candidates, candidate_pool), (incumbents, incumbent_pool)):
-            side.append(rng.choice(spare(pool)))
-        return True
-
-    def spare(pool: list[dict]) -> list[dict]:
-        used = {id(r) for r in (*candidates, *incumbents)}
-        return [r for r in pool if id(r) not in used]
-
-    verdict, _ = trio.run(lambda: confirm_until_decided(
-        decide_again(), max_pairs=confirm_pairs, measure_pair=measure_pair, decide_again=decide_again,
-        can_afford_pair=lambda: bool(spare(candidate_pool) and spare(incumbent_pool))))
-    return verdict, candidates, incumbents
-
-
 def analyse(measurements: list[dict], trials: int, seed: int, *, learn_noise: bool = True,
             confirm_pairs: int = 2) -> dict:
-    """A/B/A trials through the agent's decision, extended like the agent does: while only the noise gate
-    fails, up to `confirm_pairs` more candidate/incumbent run pairs (other runs of the same variants).
-    With `learn_noise`, the test's noise is what the agent learns in a run: the pooled between-run spread
-    of the incumbent's repeated runs (here all of the incumbent variant's runs, from every process),
-    t-inflated; without it, the fixed 0.2 % floor combined with each trial's own spread."""
-    from orchestrator.decision.noise import BetweenRunNoise, noise_from_history
-    from protocol.bundle import Budget, Case
+    """The trials, decided by the product (`orchestrator/decision/study.py`, also `tlx-agent simulate DIR`)."""
+    from orchestrator.decision.study import StudyMeasurement
+    from orchestrator.decision.study import analyse as decide_trials
 
-    budget = Budget()
-    rng = random.Random(seed)
-    report: dict = {}
-    for data in measurements:
-        example = data["example"]
-        runs = report.setdefault(example, {"runs": [], "kernel_us": []})
-        runs["runs"].extend(data["runs"])
-        runs["kernel_us"].append(data["kernel_us"])
-    results = {}
-    for example, data in report.items():
-        case = Case(case_id="study")
-        by_variant: dict[str, list[dict]] = {}
-        for run in data["runs"]:
-            by_variant.setdefault(run["variant"], []).append(run)
-        medians = {v: [statistics.median(r["samples_us"]) for r in rs] for v, rs in by_variant.items()}
-        a_logs = [math.log(m) for m in medians["A"] + medians["A2"]]
-        noise = {"kernel_us": statistics.median(data["kernel_us"]),
-                 "run_median_cv_A": statistics.pstdev(medians["A"]) / statistics.mean(medians["A"]),
-                 "between_run_log_stdev": statistics.pstdev(a_logs),
-                 "within_run_cv_median": statistics.median(
-                     statistics.pstdev(r["samples_us"]) / statistics.mean(r["samples_us"]) for r in by_variant["A"]),
-                 "runs_per_variant": len(by_variant["A"]),
-                 "measured_gain": {g: statistics.median(medians[g]) / statistics.median(medians["A"]) for g in GAINS}}
-        outcome = {}
-        for name, incumbent_variant, candidate_variant in (("aa", "A", "A2"), *((g, g, "A") for g in GAINS)):
-            promoted = confirmed = runs_used = 0
-            between = (noise_from_history({"study": [medians[incumbent_variant]]}) if learn_noise
-                       else BetweenRunNoise())
-            for _ in range(trials):
-                verdict, candidates, incumbents = trial(case, by_variant[candidate_variant], by_variant[incumbent_variant],
-                                               between, budget, rng, confirm_pairs)
-                confirmed += len(candidates) > 1
-                runs_used += len(candidates) + len(incumbents)
-                promoted += verdict.decision.status.value == "promoted"
-            outcome[name] = {"trials": trials, "promoted": promoted, "rate": promoted / trials,
-                             "confirmed_trials": confirmed, "mean_runs": runs_used / trials,
-                             "noise": between.as_dict()}
-        results[example] = {"noise": noise, "outcomes": outcome}
-    return results
+    result = decide_trials([StudyMeasurement.model_validate(m) for m in measurements], trials, seed,
+                           learn_noise=learn_noise, confirm_pairs=confirm_pairs)
+    return {example: {"noise": result.noise[example].model_dump() if example in result.noise else None,
+                      "outcomes": {name: {**cell.model_dump(), "rate": cell.rate} for name, cell in cells.items()}}
+            for example, cells in result.outcomes.items()}
 
 
 def main() -> int:
@@ -223,6 +140,9 @@ def main() -> int:
           f"{'A/A':>9} {'2%':>9} {'3%':>9} {'5%':>9}  measured gains")
     for example, data in results.items():
         noise, outcome = data["noise"], data["outcomes"]
+        if noise is None:  # the examples decided together: see `tlx-agent simulate DIR`
+            print(f"{example:<11} " + "  ".join(f"{k} {v['promoted']}/{v['trials']}" for k, v in outcome.items()))
+            continue
         rates = "".join(f" {outcome[k]['promoted']:>4}/{outcome[k]['trials']:<4}" for k in ("aa", "T2", "T3", "T5"))
         gains = " ".join(f"{g}={v:.4f}" for g, v in noise["measured_gain"].items())
         print(f"{example:<11} {noise['kernel_us']:>10.2f} {noise['run_median_cv_A']:>8.4f} "

@@ -26,6 +26,7 @@ for i in $(seq 1 "$runs"); do
 import json, sys
 path, index, code, wall = sys.argv[1:5]
 result = json.load(open(path))
+result = json.load(open(result["result_json"])) if "result_json" in result else result  # stdout: the summary
 report = result.get("report") or {}
 final = next((e for e in result.get("experiments", []) if e["experiment_id"] == "final"), {})
 print(f"run {index}: exit={code} wall_s={wall} winner={result.get('winner_experiment_id')} "

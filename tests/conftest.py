@@ -26,6 +26,15 @@ class CliRun:
 
     @property
     def result(self) -> dict[str, Any]:
+        """The command's document; for optimize, whose stdout is the run's summary, the result.json it names."""
+        document = json.loads(self.stdout)
+        if isinstance(document, dict) and isinstance(document.get("result_json"), str):
+            return json.loads(Path(document["result_json"]).read_text())
+        return document
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """stdout as printed (for optimize: protocol.summary.RunSummary)."""
         return json.loads(self.stdout)
 
     def experiment(self, experiment_id: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """`tlx-agent batch`: optimize many kernels, each job its own process, with a summary that survives a kill.
 
 stdout carries the final BatchSummary (or the error document); stderr one line per job state change.
-Exit codes (protocol.batch.BatchExitCode): 0 every job improved; 2 none did; 4 some did; 1 invalid manifest,
+Exit codes (protocol.batch.BatchExitCode, within protocol.outcome.ExitCode): 0 every job improved; 2 none did; 5 some did; 1 invalid manifest,
 output directory or arguments; 130 interrupted.
 """
 
@@ -29,7 +29,7 @@ from orchestrator.cli.output import emit, fail
 from orchestrator.run.ledger.live_log import LiveLog
 from protocol.batch import BatchExitCode, BatchSummary, JobStatus
 
-EPILOG = """exit codes: 0 every job improved; 2 no job improved; 4 some jobs improved (the others found no
+EPILOG = """exit codes: 0 every job improved; 2 no job improved; 5 some jobs improved (the others found no
 improvement or failed); 1 invalid manifest, output directory or arguments; 130 interrupted (--resume continues).
 Dask workers for GPU jobs: one per GPU, `CUDA_VISIBLE_DEVICES=i dask worker ADDRESS --nthreads 1
 --resources GPU=1` (docs/batch.md)."""

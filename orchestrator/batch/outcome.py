@@ -1,6 +1,6 @@
 """What one finished job amounts to, read from its exit code, its stdout JSON and its log (pure parsing).
 
-optimize prints one JSON document on stdout: the run's result (with `report.aggregate_speedup`) or the error
+optimize prints one JSON document on stdout: the run's summary (with `aggregate_speedup`) or the error
 document (with `error`). A job killed by a signal printed nothing readable; its log's last line says the most.
 """
 
@@ -39,8 +39,10 @@ def parse_document(text: str) -> dict[str, Any] | None:
 
 
 def aggregate_speedup(document: dict[str, Any] | None) -> float | None:
+    """optimize's stdout summary carries it at the top; a whole result (older versions' stdout) in `report`."""
     report = (document or {}).get("report")
-    value = report.get("aggregate_speedup") if isinstance(report, dict) else None
+    value = (document or {}).get("aggregate_speedup", report.get("aggregate_speedup") if isinstance(report, dict)
+                                 else None)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

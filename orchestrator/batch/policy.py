@@ -110,7 +110,7 @@ def progress_line(jobs: Sequence[JobSummary]) -> str:
 
 
 def batch_exit_code(statuses: Iterable[JobStatus]) -> BatchExitCode:
-    """0 every job improved, 2 none did, 4 some did. Called once every job has finished."""
+    """0 every job improved, 2 none did, 5 some did. Called once every job has finished."""
     improved = [status == JobStatus.IMPROVED for status in statuses]
     if improved and all(improved):
         return BatchExitCode.ALL_IMPROVED

@@ -1,4 +1,5 @@
-"""The run's budget: the defaults for the kind of target, then the flags given, then budget.json.
+"""The run's budget: the defaults for the kind of target, then target.json's, then the flags given, then
+budget.json.
 
 Every value's source is kept so that run.json (and the lock) say where each number came from: a reader of a
 run on the CPU interpreter sees that its CV gate was the interpreter's stated default, not the GPU's.
@@ -22,6 +23,9 @@ from protocol.bundle import (
     describe_validation_error,
 )
 
+# Budget fields a target may state: how much a case may lose is a property of the workload, not of one run.
+TARGET_BUDGET_FIELDS = ("max_case_regression",)
+
 
 def resolve_budget(target: Target, given_flags: Mapping[str, Any], overrides: Mapping[str, Any]
                    ) -> tuple[Budget, dict[str, BudgetSource]]:
@@ -32,6 +36,10 @@ def resolve_budget(target: Target, given_flags: Mapping[str, Any], overrides: Ma
     if interpreter_requested(target):  # TRITON_INTERPRET in target.json's environment
         values.update(INTERPRETER_BUDGET)
         sources.update(dict.fromkeys(INTERPRETER_BUDGET, "interpreter default"))
+    for name in TARGET_BUDGET_FIELDS:
+        if getattr(target, name) is not None:
+            values[name] = getattr(target, name)
+            sources[name] = "target.json"
     for name, value in given_flags.items():
         if value is not None:
             values[name] = value
@@ -42,4 +50,16 @@ def resolve_budget(target: Target, given_flags: Mapping[str, Any], overrides: Ma
     try:
         return Budget.model_validate(values), sources
     except ValidationError as exc:
-        raise BundleError(describe_validation_error(Path("command line"), exc)) from None
+        raise BundleError(_describe_flag_error(exc, values, sources)) from None
+
+
+def _describe_flag_error(exc: ValidationError, values: Mapping[str, Any], sources: Mapping[str, BudgetSource]) -> str:
+    """Name what the user typed: the flag and its value (budget.json and target.json are checked, with their
+    paths, when they are loaded, so a value that fails here came from the command line)."""
+    error = exc.errors()[0]
+    name = str(error["loc"][0]) if error["loc"] else ""
+    if sources.get(name) != "command line":
+        return describe_validation_error(Path(str(sources.get(name, "budget"))), exc)
+    value = values[name]
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"--{name.replace('_', '-')} {shown}: {error['msg'].removeprefix('Value error, ').lower()} (see --help)"

@@ -27,7 +27,7 @@ MAX_CONFIRM_PAIRS = 4  # each pair is two more fresh workers
 
 
 BUDGET_FLAGS = ("max_rounds", "candidates_per_round", "max_candidate_seconds", "max_total_seconds", "min_speedup",
-                "max_cv", "benchmark_repetitions")
+                "max_cv", "benchmark_repetitions", "max_case_regression")
 
 
 REQUIRED_INPUTS = ("kernel", "harness", "cases", "target", "output_dir")

@@ -38,6 +38,7 @@ EXIT_MEANINGS = {
     ExitCode.NO_WINNER: "no qualifying winner",
     ExitCode.COMMIT_FAILED: "a commit failed",
     ExitCode.HUMAN_REVIEW: "a person should review a candidate",
+    ExitCode.SOME_IMPROVED: "some jobs of a batch improved",
     ExitCode.INTERRUPTED: "interrupted",
 }
 # The labels of the text block, in order; tests/skill/ checks that a real run's block has each one.
@@ -83,7 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("json", "text", "html"), default="json",
                         help="json: the report on stdout only; text: also a readable block on stderr "
                              "(stdout stays the one JSON document); html: also a self-contained page "
-                             "(RUN/report.html; a batch directory gets its batch page), its path in `html`")
+                             "(RUN/report.html; a batch directory gets its batch page), its path in `html` "
+                             "(default: %(default)s)")
     parser.add_argument("--output", type=Path, metavar="FILE", help="html: write the page here instead")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
@@ -195,7 +197,7 @@ def _finished(result: _ResultView, manifest: _ManifestView | None, sources: list
     protected = [case.correct for case in workload if case.protected]
     final_cvs = [case.final_cv for case in workload if case.final_cv is not None]
     return CompletionReport(
-        finished=True, exit_code=result.exit_code, success=result.success, output_dir=result.output_dir, error=None,
+        finished=True, warnings=list(report.warnings), exit_code=result.exit_code, success=result.success, output_dir=result.output_dir, error=None,
         kernel=manifest.inputs.kernel if manifest and manifest.inputs else None,
         inputs=manifest.inputs if manifest else None, workload=workload,
         device=report.device or (manifest.device if manifest else None), backend=report.backend,
@@ -252,6 +254,12 @@ def load_completion(run: Path) -> CompletionReport:
     document = _read_json(run)
     if isinstance(document, dict) and "report" in document:
         return _from_result_document(document, run)
+    if isinstance(document, dict) and isinstance(document.get("result_json"), str):  # optimize's stdout summary
+        result_path = Path(document["result_json"])
+        if not result_path.is_file():
+            raise ReportError(f"{run} is optimize's summary of a run whose {result_path} is not there (moved or "
+                              "deleted); pass the run's output directory instead")
+        return _from_result_document(_read_json(result_path), result_path)
     try:
         failure = ErrorDocument.model_validate(document)
     except ValidationError:
@@ -322,6 +330,7 @@ def format_text(report: CompletionReport) -> str:
     lines = [
         "TLX kernel optimization agent: completion report",
         f"outcome: {_outcome(report)}",
+        *(f"  warning: {warning}" for warning in report.warnings),
         f"output directory: {report.output_dir or '- (the run failed before creating it)'}",
         f"kernel: {report.kernel or '-'}",
         f"bundle: {bundle}",

@@ -1,5 +1,6 @@
 """What `optimize` and `optimize --resume` share: the run's configuration from parsed flags, the prior run's
-evidence, and running the loop under trio with its outcome written and reported."""
+evidence, and running the loop under trio with its outcome written (result.json, everything) and reported (stdout:
+the compact `protocol.summary.RunSummary`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import trio
 
 from orchestrator.cli.output import emit, fail
 from orchestrator.run.config import RunConfig
+from orchestrator.run.ledger import reporting
 from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
 from orchestrator.run.ledger.live_log import LiveLog, quote
 from orchestrator.run.loop import OptimizationRun
@@ -98,5 +100,5 @@ def execute_run(run: OptimizationRun, artifacts: RunArtifacts, log: LiveLog, out
               f"winner={result.winner_experiment_id} "
               f"aggregate_speedup={result.report.aggregate_speedup} output_dir={str(output_dir)!r}")
     log.close()
-    emit(result.model_dump(mode="json"))
+    emit(reporting.run_summary(result, run.inputs.cases, run.config.budget.max_case_regression).model_dump(mode="json"))
     return result.exit_code

@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help=f"skills directory to install into (the skill goes to DEST/{SKILL_NAME}/); "
                               "default: the --for agent's personal skills directory")
     install.add_argument("--for", dest="agent", choices=AGENTS, default="claude",
-                         help="claude: ~/.claude/skills; codex: $CODEX_HOME/skills (default ~/.codex/skills)")
+                         help="whose skills directory (default: %(default)s): claude ~/.claude/skills; codex "
+                              "$CODEX_HOME/skills, ~/.codex/skills without CODEX_HOME")
     install.add_argument("--force", action="store_true", help="replace a different existing copy")
     install.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 

@@ -1,8 +1,10 @@
 """Promotion gates as pure functions over measured evaluations.
 
 A candidate is promoted only when every protected case is correct, the weighted geometric-mean
-speedup against the neighbouring incumbent measurements reaches `min_speedup`, every case's CV is
-within `max_cv`, the statistical test says the gain is above the noise, and no profile veto applies.
+speedup against the neighbouring incumbent measurements reaches `min_speedup`, no protected case is slower
+beyond its noise by more than `max_case_regression` (the case's upper confidence bound from the same
+bootstrap, with that case's learnt between-run sd), every case's CV is within `max_cv`, the statistical
+test says the gain is above the noise, and no profile veto applies.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ class Verdict:
     comparisons: list[CaseComparison]
     aggregate_speedup: float | None
     test: PromotionTest | None
+    # Protected cases whose point estimate is slower than `1 - max_case_regression` while their upper bound
+    # is not: perhaps slower, perhaps noise. More runs can tell (`needs_confirmation`).
+    undecided_cases: tuple[str, ...] = ()
 
 
 def _geomean(values: Sequence[float]) -> float:
@@ -66,6 +71,46 @@ def aggregate_speedup(cases: Sequence[Case], comparisons: Sequence[CaseCompariso
     return weighted_geomean(speedups, {c.case_id: c.weight for c in cases})
 
 
+def case_regression_threshold(budget: Budget) -> float:
+    """The speedup below which a protected case counts as slower: 0.98 at the default 2 %."""
+    return 1.0 - budget.max_case_regression
+
+
+@dataclass(frozen=True)
+class SlowerCase:
+    """A protected case whose speedup's point estimate lies below the threshold."""
+
+    case_id: str
+    speedup: float
+    upper: float  # the one-sided upper bound at the test's confidence
+    threshold: float
+
+    @property
+    def beyond_noise(self) -> bool:
+        return self.upper < self.threshold
+
+    def describe(self) -> str:
+        relation = "<" if self.beyond_noise else ">="
+        return f"{self.case_id}: {self.speedup:.3f}x, upper bound {self.upper:.3f}x {relation} {self.threshold:g}"
+
+
+def slower_cases(cases: Sequence[Case], test: PromotionTest, budget: Budget) -> list[SlowerCase]:
+    """The protected cases whose point estimate lies below `1 - max_case_regression`, in case order.
+
+    One whose upper bound lies below it too is slower beyond its noise: at the test's confidence it lost more
+    than `max_case_regression`, which no gain elsewhere buys back. One whose bound does not is undecided. The
+    bound comes from the bootstrap the aggregate test ran: the same runs, blocks and shared per-run drift,
+    scaled by the case's own learnt between-run sd.
+    """
+    threshold = case_regression_threshold(budget)
+    found = []
+    for case in cases:
+        measured = test.per_case.get(case.case_id)
+        if case.protected and measured is not None and measured.speedup < threshold:
+            found.append(SlowerCase(case.case_id, measured.speedup, measured.upper, threshold))
+    return found
+
+
 def _runs(evaluations: Sequence[Evaluation], case_id: str) -> list[list[float]]:
     return [m.samples_us for e in evaluations if (m := e.case(case_id)) and m.samples_us]
 
@@ -104,7 +149,8 @@ def decide(
             # show the candidate wrong, too slow, unstable or vetoed; never promote it, nor reject on noise.
             partial = decide(cases, candidates, measured, budget, profile_veto=profile_veto, test_seed=test_seed,
                              confidence=confidence, noise=noise)
-            final = [gate for gate in ("correct", "speedup", "cv", "profile") if partial.decision.gates.get(gate) is False]
+            final = [gate for gate in ("correct", "speedup", "case_regression", "cv", "profile")
+                     if partial.decision.gates.get(gate) is False]
             if partial.decision.status is DecisionStatus.REJECTED and final:
                 return dataclasses.replace(partial, decision=partial.decision.model_copy(update={
                     "reason": f"{partial.decision.reason} (on {len(measured)} incumbent run(s): {reason})"}))
@@ -124,9 +170,13 @@ def decide(
             {c.case_id: c.weight for c in passing}, budget.min_speedup, confidence=confidence, seed=test_seed,
             noise_floor=noise.floor, learned_sd=noise.learned_sd,
             learned_sd_by_case=noise.by_case)
+    slower = slower_cases(cases, test, budget) if test else []
+    slowed = [case.describe() for case in slower if case.beyond_noise]
+    undecided = [case for case in slower if not case.beyond_noise]
     gates = {
         "correct": correct,
         "speedup": aggregate >= budget.min_speedup,
+        "case_regression": not slowed,
         "cv": not unstable,
         "noise": bool(test and test.passes_noise),
         "profile": profile_veto is None,
@@ -136,6 +186,11 @@ def decide(
         reason = f"protected case {failed} incorrect"
     elif not gates["speedup"]:
         reason = f"speedup {aggregate:.4f}x below the {budget.min_speedup:.4f}x threshold"
+        if slowed:
+            reason += f"; protected case slower: {'; '.join(slowed)}"
+    elif not gates["case_regression"]:
+        reason = (f"protected case slower by more than {budget.max_case_regression:.0%}: {'; '.join(slowed)} "
+                  f"(aggregate {aggregate:.4f}x)")
     elif not gates["cv"]:
         worst = max((r for r in comparisons if r.case_id in unstable), key=lambda r: r.candidate_cv or 0.0)
         reason = f"timing CV {worst.candidate_cv:.4f} exceeds {budget.max_cv:.4f} for case {worst.case_id}"
@@ -145,16 +200,27 @@ def decide(
         reason = f"profile veto: {profile_veto}"
     else:
         reason = f"correct and {aggregate:.4f}x >= {budget.min_speedup:.4f}x; {test.reason if test else ''}".rstrip("; ")
+    if undecided and all(gates.values()):
+        reason += f"; possibly slower, within noise: {'; '.join(case.describe() for case in undecided)}"
     status = DecisionStatus.PROMOTED if all(gates.values()) else DecisionStatus.REJECTED
-    return Verdict(Decision(status=status, reason=reason, gates=gates), comparisons, aggregate, test)
+    return Verdict(Decision(status=status, reason=reason, gates=gates), comparisons, aggregate, test,
+                   tuple(case.case_id for case in undecided))
 
 
 def needs_confirmation(verdict: Verdict) -> bool:
-    """Only the noise gate stands between this candidate and promotion: more runs can decide it.
+    """More runs can decide this candidate: every gate but the noise gate passes, and either the noise gate
+    fails or a protected case is undecided.
 
-    Correct, fast enough at the point estimate, stable and unvetoed, but the lower bound is not above
-    1.0: the run measures another candidate/incumbent pair instead of rejecting a gain that drift hid.
+    Correct, fast enough at the point estimate, no case slower beyond its noise, stable and unvetoed, but the
+    lower bound is not above 1.0: the run measures another candidate/incumbent pair instead of rejecting a gain
+    that drift hid. Likewise a candidate that would be promoted while a protected case's point estimate is
+    slower than the threshold but its upper bound is not (early in a run the learnt noise has few degrees of
+    freedom and is wide): more pairs narrow that case's bound, so a real regression is found before the
+    promotion and noise is not held against the candidate. A case already slower beyond its noise is not
+    measured again: its upper bound excludes even a `max_case_regression` loss at the test's confidence, and
+    more runs of a case that slow rarely lift it. Nor is any other failed gate: correctness, the point
+    estimate, the CV and the vetoes are verdicts that more runs of the same sources do not overturn.
     """
     gates = verdict.decision.gates
-    return bool(gates) and not gates.get("noise", True) and all(
-        gates.get(name, False) for name in ("correct", "speedup", "cv", "profile"))
+    others_pass = all(passed for name, passed in gates.items() if name != "noise")
+    return bool(gates) and others_pass and (not gates.get("noise", True) or bool(verdict.undecided_cases))

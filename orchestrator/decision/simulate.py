@@ -16,6 +16,10 @@ the inputs the run had at that moment:
 Duplicates and failed proposals had no measurement and are carried over as recorded. A `Policy` override
 shows which decisions would change; where one changes the incumbent the run diverges, and later rows judge
 measurements that such a run would not have made (`after_divergence`).
+
+Gates added since a record was decided (`GATES_SINCE`: the per-case regression gate) are applied to it all
+the same, so a replay shows what the product decides now; the run says so, and the replay is taken a second
+time with those gates off to check that everything else reproduces (`reproduced_without_new_gates`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ TOLERANCE = 1e-9
 PROMOTING = frozenset({DecisionStatus.PROMOTED, DecisionStatus.REVALIDATED})  # a new incumbent or the winner
 SEED = re.compile(r"\bseed (\d+)\b")  # the end of `PromotionTest.method`
 VETO = "profile veto: "  # how `decide` words a failed profile gate
+# Gates a record may predate, and the policy value that turns each off (a regression of 100 % is never exceeded).
+GATES_SINCE = {"case_regression": 1.0}
 
 
 class Policy(StrictModel):
@@ -56,6 +62,7 @@ class Policy(StrictModel):
     min_speedup: float | None = Field(default=None, ge=1.0)
     confidence: float | None = Field(default=None, gt=0.5, lt=1.0)
     max_cv: float | None = Field(default=None, ge=0.0)
+    max_case_regression: float | None = Field(default=None, ge=0.0, le=1.0)
     noise_floor: float | None = Field(default=None, ge=0.0)
     noise_model: Literal["recorded", "learned", "floor"] = "recorded"
 
@@ -74,6 +81,8 @@ class RecordedSettings(StrictModel):
 
     min_speedup: float = Budget().min_speedup
     max_cv: float = Budget().max_cv
+    # None: the run predates the per-case regression gate; its decisions are replayed at today's default
+    max_case_regression: float | None = Field(default=None, ge=0.0, le=1.0)
     schedule: str = "aba"  # the `--schedule` default
     confirm_pairs: int | None = Field(default=None, ge=0)  # None: as many pairs as each record holds
     source: str = "defaults"
@@ -107,11 +116,17 @@ class ExperimentReplay(StrictModel):
     carried: list[str] = Field(default_factory=list)  # inputs taken from the record, not rebuilt
     notes: list[str] = Field(default_factory=list)
     after_divergence: bool = False
+    new_gates: list[str] = Field(default_factory=list)  # gates this record predates, applied in the replay
+    # With `new_gates` off, does the replay reproduce the record? None when the record predates no gate.
+    reproduced_without_new_gates: bool | None = None
 
 
 class RunReplay(StrictModel):
     experiments: list[ExperimentReplay]
     all_match: bool
+    # Every decision reproduced, each under the gates it was decided with (a decision changed only by a gate
+    # its record predates counts as reproduced); what the exit code of `tlx-agent simulate` reports.
+    all_reproduced: bool
     policy: Policy
     settings: RecordedSettings
     diverges_at: str | None = None  # the first experiment whose promotion this policy decides otherwise
@@ -207,7 +222,7 @@ def _with_recorded_noise_gate(verdict: Verdict, statistics: dict[str, Any]) -> V
                    verdict.test)
 
 
-def _run_to_completion(coroutine: Coroutine[Any, Any, Any]) -> Any:
+def run_to_completion(coroutine: Coroutine[Any, Any, Any]) -> Any:
     """Drive a coroutine that never suspends (the replay's measure_pair only hands over recorded runs)."""
     try:
         coroutine.send(None)
@@ -224,10 +239,11 @@ def _close(a: float | None, b: float | None) -> bool:
 
 
 def first_difference(recorded: DecisionView, simulated: DecisionView) -> str | None:
-    """The first compared field that differs: status, a gate, the aggregate, the lower bound, the noise."""
+    """The first compared field that differs: status, a gate, the aggregate, the lower bound, the noise. A gate
+    the record does not hold and the replay passes changes nothing (a gate added since the record)."""
     if recorded.status != simulated.status:
         return "status"
-    for gate in [*recorded.gates, *(g for g in simulated.gates if g not in recorded.gates)]:
+    for gate in [*recorded.gates, *(g for g, passed in simulated.gates.items() if g not in recorded.gates and not passed)]:
         if recorded.gates.get(gate) != simulated.gates.get(gate):
             return f"gates.{gate}"
     for name in ("aggregate_speedup", "lower_bound", "learned_sd"):
@@ -249,6 +265,13 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
+def gates_predated(record: ExperimentRecord) -> list[str]:
+    """The gates of `GATES_SINCE` that this record's decision was taken without (a record that ran the noise
+    test holds every gate of its day; one without a test, e.g. an incorrect candidate, predates nothing)."""
+    gates = record.decision.gates if record.decision is not None else {}
+    return [gate for gate in GATES_SINCE if "noise" in gates and gate not in gates]
+
+
 @dataclass(frozen=True)
 class _Inputs:
     """What one decision is taken with: the record's own values unless the policy overrides them."""
@@ -264,10 +287,11 @@ class _Inputs:
 
 class _Replay:
     def __init__(self, experiments: Sequence[ExperimentRecord], cases: Sequence[Case], settings: RecordedSettings,
-                 policy: Policy) -> None:
+                 policy: Policy, *, new_gates_off: bool = False) -> None:
         self.cases = list(cases)
         self.settings = settings
         self.policy = policy
+        self.new_gates_off = new_gates_off  # decide records as of their day: the gates they predate off
         self.schedule = measurement_schedule(settings.schedule)
         self.history = _RunMedians()
         self.digests = {e.experiment_id: e.normalized_sha256 or f"experiment:{e.experiment_id}" for e in experiments}
@@ -291,9 +315,14 @@ class _Replay:
         if record.decision is not None and record.decision.gates.get("profile") is False:
             reason = record.decision.reason
             veto = reason.removeprefix(VETO) if reason.startswith(VETO) else "the recorded profile gate failed"
+        predated = gates_predated(record)
+        case_regression = _first(policy.max_case_regression, self.settings.max_case_regression,
+                                 Budget().max_case_regression)
+        if self.new_gates_off and "case_regression" in predated:
+            case_regression = GATES_SINCE["case_regression"]
         return _Inputs(
             budget=Budget(min_speedup=_first(policy.min_speedup, statistics.get("min_speedup"), self.settings.min_speedup),
-                          max_cv=_first(policy.max_cv, self.settings.max_cv)),
+                          max_cv=_first(policy.max_cv, self.settings.max_cv), max_case_regression=case_regression),
             confidence=_first(policy.confidence, statistics.get("confidence"), self.run_confidence),
             # before the run learnt its noise a record had only a floor: the default, or `noise_floor` once the
             # run raised it from its history
@@ -323,7 +352,8 @@ class _Replay:
             notes.append(f"not decided again: {exc}")
         difference = first_difference(recorded, view) if view is not None else "records"
         return ExperimentReplay(experiment_id=record.experiment_id, replayed=True, recorded=recorded, simulated=view,
-                                match=difference is None, first_difference=difference, carried=carried, notes=notes)
+                                match=difference is None, first_difference=difference, carried=carried, notes=notes,
+                                new_gates=gates_predated(record))
 
     def replay_decision(self, record: ExperimentRecord, role: str, measured: list[Evaluation], digests: dict[str, str],
                carried: list[str], notes: list[str]) -> DecisionView:
@@ -340,6 +370,8 @@ class _Replay:
                                  "needs the noise test re-run")
         if medians_only:
             carried.append("noise gate and lower bound (raw samples dropped from this file)")
+            notes.append("per-case bounds from the run medians alone (the dropped samples' within-run noise is left "
+                         "out, so they are narrower than a run's)")
             initial = [_one_sample_per_run(e) for e in initial]
         given = self.inputs(record)
         if given.veto is not None:
@@ -373,7 +405,7 @@ class _Replay:
             noise = noise_now()
             return verdict(runs, noise)
 
-        final, _pairs = _run_to_completion(confirm_until_decided(
+        final, _pairs = run_to_completion(confirm_until_decided(
             verdict(runs, noise), max_pairs=_first(self.settings.confirm_pairs, len(pairs)),
             measure_pair=measure_pair, decide_again=decide_again, can_afford_pair=lambda: bool(remaining),
             on_skip=lambda _why: notes.append("this policy would measure another confirmation pair; none is recorded")))
@@ -403,17 +435,10 @@ class _Replay:
             reason=None if medians_only else verdict.decision.reason)
 
 
-def simulate_run(experiments: Sequence[ExperimentRecord], cases: Sequence[Case], *,
-                 settings: RecordedSettings | None = None, policy: Policy | None = None) -> RunReplay:
-    """Decide every experiment of a run again, in record order (the order the run measured them in)."""
-    settings = settings or RecordedSettings()
-    policy = policy or Policy()
-    replay = _Replay(experiments, cases, settings, policy)
+def _replay_rows(experiments: Sequence[ExperimentRecord], cases: Sequence[Case], settings: RecordedSettings,
+                 policy: Policy, notes: list[str], *, new_gates_off: bool = False) -> tuple[list[ExperimentReplay], str | None]:
+    replay = _Replay(experiments, cases, settings, policy, new_gates_off=new_gates_off)
     rows: list[ExperimentReplay] = []
-    notes: list[str] = []
-    if settings.source == "defaults":
-        notes.append(f"no run.json: max_cv {settings.max_cv}, schedule {settings.schedule!r} and the confirmation "
-                     "pairs each record holds are taken as the run's settings")
     diverges_at: str | None = None
     for record in experiments:
         if record.experiment_id == "baseline":
@@ -428,5 +453,36 @@ def simulate_run(experiments: Sequence[ExperimentRecord], cases: Sequence[Case],
                 (row.recorded.status in PROMOTING) != (row.simulated.status in PROMOTING)):
             diverges_at = row.experiment_id
         rows.append(row)
-    return RunReplay(experiments=rows, all_match=all(row.match for row in rows), policy=policy, settings=settings,
-                     diverges_at=diverges_at, notes=notes)
+    return rows, diverges_at
+
+
+def simulate_run(experiments: Sequence[ExperimentRecord], cases: Sequence[Case], *,
+                 settings: RecordedSettings | None = None, policy: Policy | None = None) -> RunReplay:
+    """Decide every experiment of a run again, in record order (the order the run measured them in), with
+    today's gates; records that predate a gate are decided a second time without it, to check the rest."""
+    settings = settings or RecordedSettings()
+    policy = policy or Policy()
+    notes: list[str] = []
+    if settings.source == "defaults":
+        notes.append(f"no run.json: max_cv {settings.max_cv}, schedule {settings.schedule!r} and the confirmation "
+                     "pairs each record holds are taken as the run's settings")
+    rows, diverges_at = _replay_rows(experiments, cases, settings, policy, notes)
+    predating = [row for row in rows if row.new_gates]
+    if predating:
+        as_decided, _ = _replay_rows(experiments, cases, settings, policy, [], new_gates_off=True)
+        by_id = {row.experiment_id: row for row in as_decided}
+        for row in predating:
+            row.reproduced_without_new_gates = by_id[row.experiment_id].match
+        changed = [row.experiment_id for row in predating if not row.match and row.reproduced_without_new_gates]
+        turned = [name for name in changed if (row := next(r for r in rows if r.experiment_id == name)).simulated
+                  and (row.recorded.status in PROMOTING) != (row.simulated.status in PROMOTING)]
+        gates = sorted({gate for row in predating for gate in row.new_gates})
+        allowance = _first(policy.max_case_regression, settings.max_case_regression, Budget().max_case_regression)
+        notes.append(f"{len(predating)} decision(s) were taken before the {', '.join(gates)} gate; they are decided "
+                     f"again with it (max_case_regression {allowance:g}): it turns "
+                     + (", ".join(turned) if turned else "no decision")
+                     + (f" and fails on {', '.join(n for n in changed if n not in turned)}, rejected anyway"
+                        if len(changed) > len(turned) else ""))
+    reproduced = all(row.match or bool(row.reproduced_without_new_gates) for row in rows)
+    return RunReplay(experiments=rows, all_match=all(row.match for row in rows), all_reproduced=reproduced,
+                     policy=policy, settings=settings, diverges_at=diverges_at, notes=notes)

@@ -1,39 +1,56 @@
-"""Measured device ceilings the HTML report compares achieved bandwidth and FLOP/s against.
+"""What the HTML report compares achieved bandwidth and FLOP/s against: the device's datasheet peaks, and the
+copy ceiling the run measured where it recorded one.
 
-Only measured figures belong here, never datasheet peaks: a ceiling is what a kernel could actually reach on
-that host, so "percent of ceiling" reads as headroom. A device with no entry, or a figure left None, gets the
-achieved number alone and the page says that no ceiling is known.
+The peaks come from `protocol/devices.py` (one table in the repository, each entry with its source; the same
+table the physics check uses), matched on the device name the baseline's worker reported. A datasheet peak is
+what no kernel exceeds, so "percent of peak" reads as headroom against the hardware; the measured copy ceiling
+(`device.copy_bytes_per_s` in a case's benchmark metrics, where the judge measured one on the run's own GPU) is
+what a plain copy reached there, a nearer bar for a memory-bound kernel. A device without a table entry gets the
+achieved figures alone, and the page says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, ConfigDict
+
+from orchestrator.decision.profile_rules import number
+from protocol.devices import DevicePeaks, peaks_for
+from protocol.results import Evaluation
+
+COPY_CEILING_METRIC = "device.copy_bytes_per_s"
 
 
 class DeviceCeilings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    device_contains: str  # matched case-insensitively against the device name the worker saw
-    bandwidth_bytes_per_s: float | None
-    flop_per_s: float | None
-    source: str
+    device: str  # the reported name
+    peaks: DevicePeaks | None  # None: no entry in protocol/devices.py
+    copy_bytes_per_s: float | None  # measured in this run; None when no case's metrics carry it
+
+    @property
+    def memory_bytes_per_s(self) -> float | None:
+        return self.peaks.memory_bytes_per_s if self.peaks else None
+
+    def flop_per_s(self, dtype: str | None) -> float | None:
+        return self.peaks.flop_per_s_for(dtype) if self.peaks else None
 
 
-# Source: /work/shared/reference/h200.md, "Timing noise" (H200 test host, 2026-11-30): a 2^26 fp32 vector add
-# reached 4.24 TB/s against a copy ceiling of about 4.3 TB/s. No FLOP/s ceiling was measured there.
-MEASURED_CEILINGS: tuple[DeviceCeilings, ...] = (
-    DeviceCeilings(
-        device_contains="H200",
-        bandwidth_bytes_per_s=4.3e12,
-        flop_per_s=None,
-        source="measured copy ceiling on the H200 test host, 2026-11-30 (docs/reports.md)",
-    ),
-)
+def measured_copy_ceiling(evaluations: Sequence[Evaluation | None]) -> float | None:
+    """The copy ceiling a run's workers measured (the highest any case reports: each is a lower bound of what the
+    device can copy), or None."""
+    found = [value for evaluation in evaluations if evaluation for case in evaluation.cases
+             if (value := number(case.metrics.get(f"benchmark.{COPY_CEILING_METRIC}",
+                                                  case.metrics.get(COPY_CEILING_METRIC)))) is not None and value > 0]
+    return max(found) if found else None
 
 
-def ceilings_for(device: str | None) -> DeviceCeilings | None:
-    """The measured ceilings of the first entry whose name occurs in `device`; None when none matches."""
-    if not device:
+def ceilings_for(device: str | None, evaluations: Sequence[Evaluation | None] = ()) -> DeviceCeilings | None:
+    """The device's peaks and the run's measured copy ceiling; None when neither is known (no GPU, or a device
+    without a table entry and no measurement)."""
+    peaks = peaks_for(device)
+    copy = measured_copy_ceiling(evaluations)
+    if peaks is None and copy is None:
         return None
-    name = device.lower()
-    return next((entry for entry in MEASURED_CEILINGS if entry.device_contains.lower() in name), None)
+    return DeviceCeilings(device=device or "unknown", peaks=peaks, copy_bytes_per_s=copy)

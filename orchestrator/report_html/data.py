@@ -25,6 +25,7 @@ KERNEL_TIME_FIELDS: tuple[tuple[str, str, str], ...] = tuple(
     field for field in DELTA_FIELDS if field[0] in ("ncu.duration_us", "proton.main_kernel_us")
 )
 WORK_KEYS = ("bytes", "flops")  # what harness_kit's entry_point puts into a case's metrics (examples' _work)
+DEFAULT_MAX_CASE_REGRESSION = 0.02  # protocol.bundle.Budget's, for run.json files written before the gate
 # "NAME old -> new", the tuner's change line (orchestrator/providers/tune/metadata.py), once per knob moved.
 _KNOB_MOVE = re.compile(r"\b([A-Za-z_]\w*) (\S+) -> (\S+)")
 
@@ -37,6 +38,9 @@ class CaseSpeedup(BaseModel):
     lower: float | None  # the per-case confidence interval of the run's statistics, when recorded
     upper: float | None
     correct: bool | None
+    # a protected case slower than the incumbent beyond its noise by more than the allowance (upper bound below
+    # 1 - max_case_regression): what the case_regression gate rejects
+    slower: bool = False
 
 
 class CandidateSpeedups(BaseModel):
@@ -66,7 +70,8 @@ class SearchStep(BaseModel):
 
 
 class CaseLatency(BaseModel):
-    """Baseline against final latency of one case, with the rates its work figures give."""
+    """Baseline against final latency of one case, with the rates its work figures give and their share of the
+    device's ceilings."""
 
     case_id: str
     parameters: str
@@ -75,12 +80,26 @@ class CaseLatency(BaseModel):
     speedup: float | None
     bytes: float | None
     flops: float | None
+    flop_dtype: str | None  # the precision the harness says the flops are in; the FLOP peak is that dtype's
     baseline_bytes_per_s: float | None
     final_bytes_per_s: float | None
     final_flop_per_s: float | None
     baseline_flop_per_s: float | None
-    final_bandwidth_fraction: float | None  # of the device's measured bandwidth ceiling
-    final_flop_fraction: float | None
+    final_memory_peak_fraction: float | None  # of the device's datasheet memory bandwidth
+    final_copy_fraction: float | None  # of the copy ceiling measured in the run
+    final_flop_peak_fraction: float | None  # of the datasheet FLOP/s for `flop_dtype`
+    slower: bool = False  # the final runs slower than the baseline on this protected case
+
+
+class ProgressPoint(BaseModel):
+    """One decided experiment on the wall clock: its speedup over the baseline and the best so far."""
+
+    experiment_id: str
+    seconds: float  # since the run started (journal.jsonl), else the sum of the experiments' wall seconds
+    status: str
+    over_baseline: float | None  # the best so far times this experiment's speedup over its incumbent
+    best_so_far: float  # over the baseline, a product of the promoted candidates' speedups (final: revalidated)
+    slower_case: bool  # rejected for slowing a protected case
 
 
 class ProfileDeltaRow(BaseModel):
@@ -123,8 +142,16 @@ def promotion_threshold(budget: Mapping[str, Any], experiments: Sequence[Experim
     )
 
 
-def candidate_speedups(experiments: Sequence[ExperimentRecord]) -> list[CandidateSpeedups]:
-    """Every experiment but the baseline, in record order, with per-case speedups and the noise band."""
+def max_case_regression(budget: Mapping[str, Any]) -> float:
+    """run.json's allowance; the default for a run.json written before the per-case gate."""
+    recorded = number(budget.get("max_case_regression"))
+    return recorded if recorded is not None else DEFAULT_MAX_CASE_REGRESSION
+
+
+def candidate_speedups(experiments: Sequence[ExperimentRecord], protected: Sequence[str] | None = None,
+                       allowance: float = DEFAULT_MAX_CASE_REGRESSION) -> list[CandidateSpeedups]:
+    """Every experiment but the baseline, in record order, with per-case speedups and the noise band. A protected
+    case (every case when `protected` is None) whose upper bound lies below 1 - `allowance` is `slower`."""
     rows: list[CandidateSpeedups] = []
     for record in experiments:
         if record.decision is not None and record.decision.status == DecisionStatus.BASELINE:
@@ -135,6 +162,7 @@ def candidate_speedups(experiments: Sequence[ExperimentRecord]) -> list[Candidat
         for comparison in record.comparisons:
             interval = per_case.get(comparison.case_id)
             interval = interval if isinstance(interval, Mapping) else {}
+            upper = number(interval.get("upper"))
             cases.append(
                 CaseSpeedup(
                     case_id=comparison.case_id,
@@ -142,8 +170,10 @@ def candidate_speedups(experiments: Sequence[ExperimentRecord]) -> list[Candidat
                     candidate_us=comparison.candidate_median_us,
                     speedup=comparison.speedup,
                     lower=number(interval.get("lower")),
-                    upper=number(interval.get("upper")),
+                    upper=upper,
                     correct=comparison.correct,
+                    slower=upper is not None and upper < 1.0 - allowance
+                    and (protected is None or comparison.case_id in protected),
                 )
             )
         rows.append(
@@ -185,15 +215,18 @@ def search_path(experiments: Sequence[ExperimentRecord]) -> list[SearchStep]:
     ]
 
 
-def work_figures(evaluations: Sequence[Evaluation | None]) -> dict[str, dict[str, float]]:
-    """Case id -> {"bytes", "flops"} from the first evaluation whose metrics carry them (the work of a case
-    does not depend on the kernel, so the baseline's figures hold for the final too)."""
-    figures: dict[str, dict[str, float]] = {}
+def work_figures(evaluations: Sequence[Evaluation | None]) -> dict[str, dict[str, Any]]:
+    """Case id -> {"bytes", "flops", "flop_dtype"} from the first evaluation whose metrics carry them (the work of
+    a case does not depend on the kernel, so the baseline's figures hold for the final too)."""
+    figures: dict[str, dict[str, Any]] = {}
     for evaluation in evaluations:
         for case in evaluation.cases if evaluation else []:
             # the worker files a benchmark's metrics under "benchmark." (protocol: one namespace per phase)
-            found = {key: value for key in WORK_KEYS
-                     if (value := number(case.metrics.get(f"benchmark.{key}", case.metrics.get(key)))) is not None}
+            found: dict[str, Any] = {key: value for key in WORK_KEYS if (value := number(
+                case.metrics.get(f"benchmark.{key}", case.metrics.get(key)))) is not None}
+            dtype = case.metrics.get("benchmark.flop_dtype", case.metrics.get("flop_dtype"))
+            if found and isinstance(dtype, str):
+                found["flop_dtype"] = dtype
             if found and case.case_id not in figures:
                 figures[case.case_id] = found
     return figures
@@ -216,12 +249,16 @@ def _parameters(parameters: Mapping[str, Any]) -> str:
 
 
 def case_latencies(
-    workload: Sequence[CaseOutcome], work: Mapping[str, Mapping[str, float]], ceilings: DeviceCeilings | None
+    workload: Sequence[CaseOutcome], work: Mapping[str, Mapping[str, Any]], ceilings: DeviceCeilings | None,
+    allowance: float = DEFAULT_MAX_CASE_REGRESSION,
 ) -> list[CaseLatency]:
+    """Per case: latencies, rates and their share of the ceilings; `slower` where the final is slower than the
+    baseline by more than `allowance` on a protected case."""
     rows: list[CaseLatency] = []
     for case in workload:
         figures = work.get(case.case_id, {})
-        amount_bytes, amount_flops = figures.get("bytes"), figures.get("flops")
+        amount_bytes, amount_flops = number(figures.get("bytes")), number(figures.get("flops"))
+        dtype = figures.get("flop_dtype") if isinstance(figures.get("flop_dtype"), str) else None
         final_bandwidth = _rate(amount_bytes, case.final_median_us)
         final_flops = _rate(amount_flops, case.final_median_us)
         rows.append(
@@ -233,17 +270,47 @@ def case_latencies(
                 speedup=case.speedup,
                 bytes=amount_bytes,
                 flops=amount_flops,
+                flop_dtype=dtype,
                 baseline_bytes_per_s=_rate(amount_bytes, case.baseline_median_us),
                 final_bytes_per_s=final_bandwidth,
                 baseline_flop_per_s=_rate(amount_flops, case.baseline_median_us),
                 final_flop_per_s=final_flops,
-                final_bandwidth_fraction=_fraction(
-                    final_bandwidth, ceilings.bandwidth_bytes_per_s if ceilings else None
-                ),
-                final_flop_fraction=_fraction(final_flops, ceilings.flop_per_s if ceilings else None),
+                final_memory_peak_fraction=_fraction(final_bandwidth,
+                                                     ceilings.memory_bytes_per_s if ceilings else None),
+                final_copy_fraction=_fraction(final_bandwidth, ceilings.copy_bytes_per_s if ceilings else None),
+                # without the flops' dtype no peak is the right one (fp32 adds against an fp8 peak read as ~0 %)
+                final_flop_peak_fraction=_fraction(final_flops, ceilings.flop_per_s(dtype) if ceilings and dtype
+                                                   else None),
+                slower=case.protected and case.speedup is not None and case.speedup < 1.0 - allowance,
             )
         )
     return rows
+
+
+def progress(experiments: Sequence[ExperimentRecord], seconds: Mapping[str, float]) -> list[ProgressPoint]:
+    """Each decided experiment at the time its decision was taken (`seconds`, from the journal; without one,
+    the running sum of the records' wall seconds), with the best speedup over the baseline so far."""
+    points: list[ProgressPoint] = []
+    best, clock = 1.0, 0.0
+    for record in experiments:
+        clock += record.wall_seconds
+        if record.decision is None or record.experiment_id == "baseline":
+            continue
+        at = seconds.get(record.experiment_id, clock)
+        status = _status(record)
+        aggregate = record.aggregate_speedup
+        if record.experiment_id == "final":
+            over = aggregate  # measured against fresh baseline runs
+            if status == DecisionStatus.REVALIDATED.value and aggregate:
+                best = aggregate
+        else:
+            over = best * aggregate if aggregate else None
+            if status == DecisionStatus.PROMOTED.value and aggregate:
+                best = over or best
+        points.append(ProgressPoint(experiment_id=record.experiment_id, seconds=at, status=status,
+                                    over_baseline=over, best_so_far=best,
+                                    slower_case=record.decision.gates.get("case_regression") is False))
+    return points
 
 
 def profile_deltas(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import matplotlib
 from matplotlib.figure import Figure
 
-from orchestrator.report_html.data import BatchRow, CandidateSpeedups, CaseLatency
+from orchestrator.report_html.data import BatchRow, CandidateSpeedups, CaseLatency, ProgressPoint
 
 _SVG_SETTINGS = {"svg.fonttype": "path", "svg.hashsalt": "tlx-agent-report", "font.size": 9}
 _PALETTE = (
@@ -28,6 +28,7 @@ _PALETTE = (
     "#bcbd22",
     "#17becf",
 )
+SLOWER = "#d62728"  # a protected case slower beyond its noise, wherever the page shows one
 _STATUS_COLOURS = {
     "improved": "#2ca02c",
     "no_improvement": "#7f7f7f",
@@ -50,9 +51,11 @@ def _new_figure(width: float, height: float) -> Figure:
         return Figure(figsize=(width, height), layout="constrained")
 
 
-def speedup_figure(candidates: Sequence[CandidateSpeedups], threshold: float | None) -> str | None:
+def speedup_figure(candidates: Sequence[CandidateSpeedups], threshold: float | None,
+                   allowance: float | None = None) -> str | None:
     """Per-case speedup of each candidate over its incumbent, with the per-case interval as error bars, the
-    candidate's noise band around 1x and the promotion threshold."""
+    candidate's noise band around 1x and the promotion threshold; a protected case slower beyond its noise is
+    ringed in red, and the per-case bound (1 - allowance) drawn in red dots."""
     drawn = [row for row in candidates if any(case.speedup is not None for case in row.cases)]
     if not drawn:
         return None
@@ -71,6 +74,7 @@ def speedup_figure(candidates: Sequence[CandidateSpeedups], threshold: float | N
                 label="noise band (1 ± noise)" if x == 0 else None,
             )
     width = 0.6 / max(len(case_ids), 1)
+    slower_labelled = False
     for k, case_id in enumerate(case_ids):
         xs, ys, below, above = [], [], [], []
         for x, row in enumerate(drawn):
@@ -91,6 +95,13 @@ def speedup_figure(candidates: Sequence[CandidateSpeedups], threshold: float | N
             color=_PALETTE[k % len(_PALETTE)],
             label=case_id,
         )
+        slow = [(x, row_case.speedup) for x, row in enumerate(drawn) for row_case in row.cases
+                if row_case.case_id == case_id and row_case.slower and row_case.speedup is not None]
+        if slow:
+            axes.scatter([x + (k - (len(case_ids) - 1) / 2) * width for x, _ in slow], [y for _, y in slow],
+                         s=140, facecolors="none", edgecolors=SLOWER, linewidths=2.0, zorder=5,
+                         label="slower beyond noise" if not slower_labelled else None)
+            slower_labelled = True
     axes.axhline(1.0, color="black", linewidth=0.8)
     if threshold is not None:
         axes.axhline(
@@ -100,6 +111,9 @@ def speedup_figure(candidates: Sequence[CandidateSpeedups], threshold: float | N
             linewidth=1.0,
             label=f"promotion threshold {threshold:g}x",
         )
+    if allowance is not None and 0 < allowance < 1:
+        axes.axhline(1.0 - allowance, color=SLOWER, linestyle=":", linewidth=1.0,
+                     label=f"a case's upper bound below {1 - allowance:g}x: slower")
     axes.set_xticks(
         range(len(drawn)),
         [f"{row.experiment_id}\n{row.status}" for row in drawn],
@@ -108,6 +122,37 @@ def speedup_figure(candidates: Sequence[CandidateSpeedups], threshold: float | N
     )
     axes.set_ylabel("speedup over the incumbent (x)")
     axes.grid(axis="y", alpha=0.3)
+    axes.legend(loc="best", fontsize=8)
+    return to_svg(figure)
+
+
+def progress_figure(points: Sequence[ProgressPoint]) -> str | None:
+    """Best speedup over the baseline against wall time: a step line through the promotions, each decided
+    candidate as a point (grey rejected, green promoted, red rejected for slowing a protected case), the
+    revalidated final as a star."""
+    drawn = [point for point in points if point.over_baseline is not None]
+    if not points:
+        return None
+    figure = _new_figure(7.5, 3.8)
+    axes = figure.add_subplot()
+    xs = [0.0] + [point.seconds for point in points]
+    ys = [1.0] + [point.best_so_far for point in points]
+    axes.step(xs, ys, where="post", color="#1f77b4", linewidth=1.6, label="best so far (over the baseline)")
+    groups = (
+        ("promoted", lambda p: p.status == "promoted", "#2ca02c", "o"),
+        ("rejected", lambda p: p.status not in ("promoted", "revalidated") and not p.slower_case, "#7f7f7f", "o"),
+        ("rejected: a protected case slower", lambda p: p.slower_case and p.experiment_id != "final", SLOWER, "X"),
+        ("final, revalidated against the baseline", lambda p: p.experiment_id == "final", "#1f77b4", "*"),
+    )
+    for label, chosen, colour, marker in groups:
+        picked = [point for point in drawn if chosen(point)]
+        if picked:
+            axes.scatter([p.seconds for p in picked], [p.over_baseline for p in picked], color=colour, marker=marker,
+                         s=90 if marker == "*" else 36, zorder=4, label=label)
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_xlabel("wall time since the run started (s)")
+    axes.set_ylabel("speedup over the baseline (x)")
+    axes.grid(alpha=0.3)
     axes.legend(loc="best", fontsize=8)
     return to_svg(figure)
 
@@ -132,7 +177,7 @@ def latency_figure(latencies: Sequence[CaseLatency]) -> str | None:
         [row.final_us or 0.0 for row in rows],
         width=0.4,
         label="final",
-        color="#1f77b4",
+        color=[SLOWER if row.slower else "#1f77b4" for row in rows],
     )
     values = [v for row in rows for v in (row.baseline_us, row.final_us) if v]
     if values and max(values) / min(values) > 10:

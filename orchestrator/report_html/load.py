@@ -43,6 +43,33 @@ class RunRecords(BaseModel):
     baseline_profiles: dict[str, Any] | None  # case id -> the harness's profile reply; None: no file
     best_profiles: dict[str, Any] | None
     notes: list[str]
+    # experiment id -> seconds from the run's start to its decision (journal.jsonl); empty without a journal
+    decision_seconds: dict[str, float] = Field(default_factory=dict)
+
+
+def decision_seconds(path: Path) -> dict[str, float]:
+    """When each experiment was decided, from the journal's timestamps: an `experiment` event per candidate, the
+    final's last evaluation (its revalidation), relative to `run_started`. Unreadable lines are skipped: the
+    times only place points on a plot."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    start: float | None = None
+    found: dict[str, float] = {}
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or not isinstance(event.get("time"), (int, float)):
+            continue
+        if event.get("event") == "run_started" and start is None:
+            start = float(event["time"])
+        elif start is not None and isinstance(event.get("experiment_id"), str) and (
+                event.get("event") == "experiment" or event.get("experiment_id") == "final"):
+            found[event["experiment_id"]] = float(event["time"]) - start
+    return found
 
 
 def _json(path: Path, notes: list[str]) -> Any:
@@ -99,6 +126,7 @@ def load_run_records(run_dir: Path | None) -> RunRecords:
         baseline_profiles=profiles[0] if isinstance(profiles[0], dict) else None,
         best_profiles=profiles[1] if isinstance(profiles[1], dict) else None,
         notes=notes,
+        decision_seconds=decision_seconds(run_dir / "journal.jsonl"),
     )
 
 

@@ -80,6 +80,7 @@ table.data th, table.data td { border: 1px solid #ddd; padding: 0.25em 0.5em; te
 table.data th { background: #f4f4f4; }
 tr.promoted td, tr.revalidated td, tr.improved td { background: #eef8ee; }
 tr.failed td { background: #fbeeee; }
+tr.slower td { background: #fbdada; color: #a01010; font-weight: 600; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 figcaption, p.note { color: #555; font-size: 0.9em; }
 code { font-size: 0.95em; }

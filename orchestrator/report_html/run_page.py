@@ -9,7 +9,13 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from orchestrator.report_html.ceilings import DeviceCeilings
-from orchestrator.report_html.data import CandidateSpeedups, CaseLatency, ProfileDeltaRow, SearchStep
+from orchestrator.report_html.data import (
+    CandidateSpeedups,
+    CaseLatency,
+    ProfileDeltaRow,
+    ProgressPoint,
+    SearchStep,
+)
 from orchestrator.report_html.markup import (
     Safe,
     definitions,
@@ -36,6 +42,10 @@ class RunPage(BaseModel):
     speedup_svg: str | None
     latency_svg: str | None
     notes: list[str]  # records that could not be read, said at the top instead of failing the page
+    allowance: float = 0.02  # max_case_regression: a protected case's upper bound below 1 - this is slower
+    progress: list[ProgressPoint] = []
+    progress_svg: str | None = None
+    timed_by_journal: bool = True  # False: the times are the sum of the records' wall seconds
 
 
 def _speedup(value: float | None) -> str:
@@ -80,7 +90,9 @@ def _candidates_section(view: RunPage) -> list[Safe]:
         "p",
         f"Each candidate against the incumbent it was measured with, case by case, in the order "
         f"the run tried them. Promotion threshold (min_speedup): {threshold}. The grey band is the "
-        "candidate's between-run noise around 1x; error bars are the per-case confidence interval.",
+        "candidate's between-run noise around 1x; error bars are the per-case confidence interval. A protected "
+        f"case whose upper bound lies below {1 - view.allowance:g}x (max_case_regression {view.allowance:g}) is "
+        "slower beyond its noise: ringed in red on the plot, its row red in the table, and the candidate rejected.",
     )
     rows, classes = [], []
     for candidate in view.candidates:
@@ -97,11 +109,12 @@ def _candidates_section(view: RunPage) -> list[Safe]:
                     if case and case.lower is not None
                     else "-",
                     yes_no(case.correct if case else None),
+                    "SLOWER" if case and case.slower else "-",
                     _speedup(candidate.aggregate_speedup),
                     percent(candidate.noise),
                 ]
             )
-            classes.append(candidate.status)
+            classes.append("slower" if case and case.slower else candidate.status)
     return [
         tag("h2", "Candidate speedups"),
         intro,
@@ -120,12 +133,28 @@ def _candidates_section(view: RunPage) -> list[Safe]:
                 "speedup",
                 "interval",
                 "correct",
+                "slower beyond noise",
                 "aggregate",
                 "noise",
             ],
             rows,
             classes,
         ),
+    ]
+
+
+def _progress_section(view: RunPage) -> list[Safe]:
+    clock = ("the journal's timestamps" if view.timed_by_journal
+             else "the sum of the experiments' recorded wall seconds (no journal.jsonl)")
+    return [
+        tag("h2", "Best so far against wall time"),
+        tag(
+            "p",
+            "The best speedup over the baseline as the run went on (each promotion multiplies it by the "
+            "candidate's speedup over its incumbent; the final is the winner measured again against the "
+            f"baseline), and every decided candidate where it would have put the kernel. Times from {clock}.",
+        ),
+        figure(view.progress_svg, "Speedup over the baseline against wall time", "No decided experiment to plot."),
     ]
 
 
@@ -177,18 +206,24 @@ def _latency_section(view: RunPage) -> list[Safe]:
     ceilings = view.ceilings
     if ceilings is None:
         ceiling_note = (
-            f"No measured ceiling is known for device {view.completion.device or 'unknown'}: achieved "
-            "figures are shown without one."
+            f"No peaks are known for device {view.completion.device or 'unknown'} (protocol/devices.py has no "
+            "entry for it) and the run measured no copy ceiling: achieved figures are shown without one."
         )
     else:
-        bandwidth = num(
-            ceilings.bandwidth_bytes_per_s / 1e9 if ceilings.bandwidth_bytes_per_s else None, ".0f", " GB/s"
-        )
-        flops = num(ceilings.flop_per_s / 1e12 if ceilings.flop_per_s else None, ".1f", " TFLOP/s")
-        ceiling_note = (
-            f"Ceilings for {ceilings.device_contains}: bandwidth {bandwidth}, FLOP/s {flops} "
-            f"({ceilings.source}); '-' means none was measured."
-        )
+        parts = []
+        if ceilings.peaks is not None:
+            peaks = ceilings.peaks
+            flops = ", ".join(f"{dtype} {value / 1e12:g}" for dtype, value in peaks.flop_per_s.items())
+            parts.append(f"datasheet peaks of the {peaks.name}: memory {peaks.memory_bytes_per_s / 1e12:g} TB/s, "
+                         f"dense TFLOP/s {flops} ({peaks.source}; protocol/devices.py)")
+        else:
+            parts.append(f"no datasheet peaks for {ceilings.device} (protocol/devices.py has no entry)")
+        if ceilings.copy_bytes_per_s is not None:
+            parts.append(f"copy ceiling measured in this run {ceilings.copy_bytes_per_s / 1e12:.2f} TB/s")
+        else:
+            parts.append("no copy ceiling measured in this run")
+        ceiling_note = ("Ceilings: " + "; ".join(parts) + ". The FLOP peak is that of the case's flop_dtype; a case "
+                        "whose harness names none gets no FLOP percentage.")
     has_work = any(row.bytes is not None or row.flops is not None for row in view.latencies)
     work_note = "" if has_work else " No case's metrics carry bytes or flops, so no rates are shown."
     rows = [
@@ -200,10 +235,11 @@ def _latency_section(view: RunPage) -> list[Safe]:
             _speedup(row.speedup),
             _rate(row.baseline_bytes_per_s, 1e9, ".1f"),
             _rate(row.final_bytes_per_s, 1e9, ".1f"),
-            percent(row.final_bandwidth_fraction),
+            percent(row.final_memory_peak_fraction),
+            percent(row.final_copy_fraction),
             _rate(row.baseline_flop_per_s, 1e9, ".1f"),
             _rate(row.final_flop_per_s, 1e9, ".1f"),
-            percent(row.final_flop_fraction),
+            percent(row.final_flop_peak_fraction),
         ]
         for row in view.latencies
     ]
@@ -228,12 +264,14 @@ def _latency_section(view: RunPage) -> list[Safe]:
                 "speedup",
                 "baseline GB/s",
                 "final GB/s",
-                "of bandwidth ceiling",
+                "of memory peak",
+                "of copy ceiling",
                 "baseline GFLOP/s",
                 "final GFLOP/s",
-                "of FLOP/s ceiling",
+                "of FLOP peak",
             ],
             rows,
+            ["slower" if row.slower else "" for row in view.latencies],
         ),
     ]
 
@@ -285,6 +323,7 @@ def render_run_page(view: RunPage) -> str:
         tag("h1", "TLX kernel optimization report"),
         _header(report),
         join(notes),
+        *_progress_section(view),
         *_candidates_section(view),
         *_search_section(view),
         *_latency_section(view),

@@ -54,11 +54,14 @@ def run_page(completion: CompletionReport, run_dir: Path | None) -> str:
     """The page's HTML for one run; `run_dir` holds its records (None: only the completion report)."""
     records = load_run_records(run_dir)
     threshold = data.promotion_threshold(records.budget, records.experiments)
-    candidates = data.candidate_speedups(records.experiments)
-    ceilings = ceilings_for(completion.device)
+    allowance = data.max_case_regression(records.budget)
+    protected = [case.case_id for case in completion.workload if case.protected] if completion.workload else None
+    candidates = data.candidate_speedups(records.experiments, protected, allowance)
+    ceilings = ceilings_for(completion.device, [records.baseline, records.final])
     latencies = data.case_latencies(
-        completion.workload, data.work_figures([records.baseline, records.final]), ceilings
+        completion.workload, data.work_figures([records.baseline, records.final]), ceilings, allowance
     )
+    progress = data.progress(records.experiments, records.decision_seconds)
     have_profiles = records.baseline_profiles is not None and records.best_profiles is not None
     view = RunPage(
         completion=completion,
@@ -70,8 +73,12 @@ def run_page(completion: CompletionReport, run_dir: Path | None) -> str:
         profile_deltas=data.profile_deltas(records.baseline_profiles, records.best_profiles)
         if have_profiles
         else None,
-        speedup_svg=figures.speedup_figure(candidates, threshold),
+        speedup_svg=figures.speedup_figure(candidates, threshold, allowance),
         latency_svg=figures.latency_figure(latencies),
+        allowance=allowance,
+        progress=progress,
+        progress_svg=figures.progress_figure(progress),
+        timed_by_journal=bool(records.decision_seconds),
         notes=records.notes,
     )
     return render_run_page(view)

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -121,12 +122,14 @@ def replay(spec: dict[str, Any]) -> int:
     return warmup_calls + profiled_calls
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ncu_replay", description=__doc__.splitlines()[0])
+def run_child(argv: list[str] | None, *, prog: str, description: str,
+              load: Callable[[str], dict[str, Any]], run: Callable[[dict[str, Any]], int]) -> int:
+    """A replay child's command line: `--spec FILE`, then `run(load(FILE))`; exit status and error lines as above."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--spec", required=True, help="absolute path of the replay spec JSON")
     args = parser.parse_args(argv)
     try:
-        calls = replay(load_spec(args.spec))
+        calls = run(load(args.spec))
     except ReplayError as exc:
         sys.stderr.write(f"{PREFIX} error: {exc}\n")
         return exc.status
@@ -136,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     sys.stderr.write(f"{PREFIX} ran {calls} calls\n")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_child(argv, prog="ncu_replay", description=__doc__.splitlines()[0], load=load_spec, run=replay)
 
 
 if __name__ == "__main__":

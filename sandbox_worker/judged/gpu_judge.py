@@ -236,6 +236,12 @@ class GpuJudge(Judge):
                                   kernel_name=main_scope, main_scope=main_scope,
                                   ncu_replay=self._ncu_replay(plan, case, request))
         result["replayed_kernels"] = names
+        proton = result.get("proton")
+        if isinstance(proton, dict) and proton.get("available"):
+            # no wrapper runs in a replay, and a call's wall time here includes the profiler resuming after the
+            # paused preparation: only the kernel times mean something
+            proton.update(wrapper_us=None, call_us=None)
+            proton.setdefault("diagnostics", []).append("judged replay: wrapper_us is null (no wrapper runs here)")
         result["diagnostics"].append(
             "judged mode: Proton and ncu timed the judge's replay of the recorded launches on fresh, poisoned inputs "
             "with a cold L2, as benchmark does; kernel names are the ones their binaries define")

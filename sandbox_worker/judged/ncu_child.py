@@ -12,21 +12,18 @@ cudaProfilerStart (`--profile-from-start off`), the profiled ones inside. Exit s
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
-import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
 from sandbox_worker.harness_kit import context
 from sandbox_worker.harness_kit.ncu_replay import (
-    PREFIX,
     ReplayError,
     _profiler_gate,
     _synchronize,
     import_harness,
+    run_child,
 )
 
 NCU_SALT_BASE = 4_000_000
@@ -95,20 +92,7 @@ def replay(spec: dict[str, Any]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ncu_child", description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", required=True, help="absolute path of the replay spec JSON")
-    args = parser.parse_args(argv)
-    try:
-        calls = replay(load_spec(args.spec))
-    except ReplayError as exc:
-        sys.stderr.write(f"{PREFIX} error: {exc}\n")
-        return exc.status
-    except Exception as exc:  # noqa: BLE001 - say so in one quotable line
-        traceback.print_exc()
-        sys.stderr.write(f"{PREFIX} error: replay raised {type(exc).__name__}: {str(exc)[:500]}\n")
-        return 1
-    sys.stderr.write(f"{PREFIX} ran {calls} calls\n")
-    return 0
+    return run_child(argv, prog="ncu_child", description=__doc__.splitlines()[0], load=load_spec, run=replay)
 
 
 if __name__ == "__main__":

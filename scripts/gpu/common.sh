@@ -23,6 +23,7 @@ import json, sys
 name, path = sys.argv[1], sys.argv[2]
 try:
     r = json.load(open(path))
+    r = json.load(open(r["result_json"])) if "result_json" in r else r  # stdout is the summary; this is the record
 except Exception as exc:
     print(name, "no result", exc); sys.exit(0)
 if "report" not in r:

@@ -23,6 +23,7 @@ for example in examples:
     for side in ("after", "before"):
         try:
             r = json.loads((out / f"{example}_{side}.json").read_text())
+            r = json.loads(Path(r["result_json"]).read_text()) if "result_json" in r else r
         except Exception as exc:  # noqa: BLE001
             print(f"{example:<11} {side:<7} no result ({exc})"); continue
         if "report" not in r:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 2 on the H200: vector_add with the h200/ bundle, replayed candidates, profiling on, end to end.
+# vector_add on the H200 with the h200/ bundle, replayed candidates, profiling on, end to end.
 # Usage on the device host: bash scripts/gpu/h200_vector_add.sh   (writes under $OUT)
 source "$(dirname "$0")/common.sh"
 gpu_facts | tee "$OUT/gpu.txt"
@@ -18,6 +18,7 @@ echo "exit_code=$code wall_s=$(python3 -c "print(round($end-$start,1))")" | tee 
 python3 - "$OUT/va_result.json" <<'PY' | tee -a "$OUT/va_summary.txt"
 import json, sys
 r = json.load(open(sys.argv[1]))
+r = json.load(open(r["result_json"])) if "result_json" in r else r  # stdout is the summary; this is the record
 if "report" not in r:
     print("ERROR", r.get("error")); sys.exit(0)
 print("stopping", r["stopping_reason"], "winner", r["winner_experiment_id"], "aggregate", r["report"]["aggregate_speedup"], "wall", round(r["wall_seconds"], 1))

@@ -52,6 +52,23 @@ def occurrences(pattern: Any, exclude: list[tuple[int, int]]) -> int:
     return found
 
 
+def pageable_memory_access() -> dict[str, int | None]:
+    """Whether kernels of this device can dereference ordinary host memory (HMM/ATS): the CUDA driver's
+    PAGEABLE_MEMORY_ACCESS (88) and ..._USES_HOST_PAGE_TABLES (100) attributes of device 0."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return {"pageable_memory_access": None, "uses_host_page_tables": None}
+    values = {}
+    for name, attribute in (("pageable_memory_access", 88), ("uses_host_page_tables", 100)):
+        value = ctypes.c_int(-1)
+        status = cuda.cuDeviceGetAttribute(ctypes.byref(value), attribute, 0)
+        values[name] = value.value if status == 0 else None
+    return values
+
+
 def load_harness(path: Path) -> Any:
     sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location("tlx_agent_harness", path)
@@ -169,7 +186,7 @@ def main() -> int:
     finally:
         fresh_calls.CallSource.prepare = original_prepare
         judge.close()
-    print("\n== judge memory scan:", args.example, kernel.name)
+    print("\n== judge memory scan:", args.example, kernel.name, json.dumps(pageable_memory_access()))
     for row in rows:
         print("  " + " ".join(f"{key}={value}" for key, value in row.items()))
     clean = all(row.get("answers_found", 0) == 0 and row.get("input_copies_found", 0) == 0 for row in rows)

@@ -79,5 +79,7 @@ def occupancy(stderr: str) -> tuple[int, list[str]]:
 
 
 def visible_devices_seen(job_json: Path) -> set[str | None]:
-    """What GPU_REPORTING_HARNESS reported for the baseline, from a job's stdout JSON."""
-    return {case["metrics"]["visible"] for case in json.loads(job_json.read_text())["baseline"]["cases"]}
+    """What GPU_REPORTING_HARNESS reported for the baseline, from the result.json a job's stdout summary names."""
+    summary = json.loads(job_json.read_text())
+    result = json.loads(Path(summary["result_json"]).read_text())
+    return {case["metrics"]["visible"] for case in result["baseline"]["cases"]}

@@ -45,11 +45,11 @@ def test_six_jobs_one_broken_bundle_one_crashing_kernel(tmp_path):
     ]
     out = tmp_path / "out"
     run = run_cli("batch", write_manifest(tmp_path, jobs), "--output-dir", out, "--parallel", "2", timeout=200)
-    assert run.returncode == 4, run.stderr  # some improved
+    assert run.returncode == 5, run.stderr  # some improved
     summary = read_summary(out)
     assert run.result == summary  # stdout is the final batch.json
     BatchSummary.model_validate(summary)
-    assert summary["exit_code"] == 4 and summary["finished"] and summary["engine"] == "local"
+    assert summary["exit_code"] == 5 and summary["finished"] and summary["engine"] == "local"
     by_id = jobs_by_id(summary)
     assert {job_id: (job["status"], job["exit_code"]) for job_id, job in by_id.items()} == {
         "faster": ("improved", 0), "crashing-candidate": ("improved", 0), "slower": ("no_improvement", 2),
@@ -65,8 +65,8 @@ def test_six_jobs_one_broken_bundle_one_crashing_kernel(tmp_path):
         assert document["exit_code"] == job["exit_code"]
         assert (out / "jobs" / f"{job_id}.log").read_text().startswith("[tlx-agent]")
     # the crashing candidate was that job's rejected experiment, not the job's end
-    crashed = json.loads((out / "jobs" / "crashing-candidate.json").read_text())
-    decisions = {e["experiment_id"]: e["decision"] for e in crashed["experiments"]}
+    crashed = json.loads((out / "jobs" / "crashing-candidate.json").read_text())  # the job's stdout summary
+    decisions = {e["experiment_id"]: e for e in crashed["experiments"]}
     assert "SIGABRT" in decisions["r001-c000"]["reason"] and crashed["winner_experiment_id"] == "r001-c001"
     assert occupancy(run.stderr)[0] == 2  # --parallel 2 on a CPU machine
 
@@ -157,11 +157,11 @@ def test_kill_9_then_resume_reruns_only_the_interrupted_job(tmp_path):
     refused = run_cli("batch", manifest, "--output-dir", out)
     assert refused.returncode == 1 and "--resume" in refused.result["error"]
     resumed = run_cli("batch", manifest, "--output-dir", out, "--resume", timeout=150)
-    assert resumed.returncode == 4, resumed.stderr
+    assert resumed.returncode == 5, resumed.stderr
     assert "kept=2" in resumed.stderr and "job=first status=running" not in resumed.stderr
     assert _tree_fingerprint(finished_outputs) == before  # finished jobs not run again, not touched
     by_id = jobs_by_id(resumed.result)
-    assert resumed.result == read_summary(out) and resumed.result["exit_code"] == 4
+    assert resumed.result == read_summary(out) and resumed.result["exit_code"] == 5
     assert (by_id["sleepy"]["status"], by_id["sleepy"]["attempts"]) == ("improved", 2)
     assert (by_id["first"]["attempts"], by_id["second"]["attempts"]) == (1, 1)
     # the interrupted attempt's outputs were moved aside, whole

@@ -86,9 +86,9 @@ def test_jobs_run_on_cluster_workers_and_the_summary_is_assembled(tmp_path, clus
     out = tmp_path / "out"
     run = run_cli("batch", write_manifest(tmp_path, jobs), "--output-dir", out, "--engine", "dask",
                   "--scheduler", cluster.scheduler_address, timeout=200)
-    assert run.returncode == 4, run.stderr
+    assert run.returncode == 5, run.stderr
     summary = read_summary(out)
-    assert run.result == summary and summary["engine"] == "dask" and summary["exit_code"] == 4
+    assert run.result == summary and summary["engine"] == "dask" and summary["exit_code"] == 5
     by_id = jobs_by_id(summary)
     assert {job_id: job["status"] for job_id, job in by_id.items()} == {
         "faster": "improved", "slower": "no_improvement", "broken-bundle": "failed", "needs-gpu": "failed"}

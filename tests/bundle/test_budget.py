@@ -36,6 +36,8 @@ def test_a_flag_beats_the_interpreter_default_and_budget_json_beats_a_flag():
     assert (budget.max_rounds, sources["max_rounds"]) == (7, "budget.json")
 
 
-def test_an_invalid_value_is_one_message_naming_the_field():
-    with pytest.raises(BundleError, match="max_cv"):
+def test_an_invalid_value_is_one_message_naming_the_flag_as_typed():
+    with pytest.raises(BundleError, match=r"^--max-cv -1: input should be greater than or equal to 0 \(see --help\)$"):
         resolve_budget(GPU, {**NO_FLAGS, "max_cv": -1.0}, {})
+    with pytest.raises(BundleError, match=r"^--max-rounds 0: input should be greater than 0 \(see --help\)$"):
+        resolve_budget(GPU, {**NO_FLAGS, "max_rounds": 0}, {})

@@ -87,7 +87,7 @@ def test_bad_budget_file_and_flags(bundle: Path, tmp_path: Path) -> None:
     run = run_cli(*_args(bundle, tmp_path / "out"), "--budget", bundle / "budget.json")
     assert run.returncode == 1 and "unknown key 'rounds'" in run.stderr
     run = run_cli(*_args(bundle, tmp_path / "out"), "--min-speedup", "0.5")
-    assert run.returncode == 1 and "min_speedup" in run.stderr
+    assert run.returncode == 1 and "--min-speedup 0.5: input should be greater than or equal to 1" in run.stderr
     run = run_cli(*_args(bundle, tmp_path / "out"), "--max-rounds", "two")
     assert run.returncode == 1 and "invalid int value" in run.stderr
 

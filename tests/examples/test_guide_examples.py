@@ -3,7 +3,8 @@
 `validate` runs through the real CLI (`python -m orchestrator.cli validate --no-profile`), with fresh
 sandboxed workers, in the Triton interpreter, at default settings: there benchmark stability is reported
 but not judged (the interpreter's timings measure this machine's load); every other check must pass for
-real: device, build, verify, both negative tests, unchanged bundle. With `--no-profile` the profile check is skipped by design (the interpreter has nothing to
+real: device, build, verify, where verdicts run (the judge), the work figures, both negative tests, unchanged
+bundle. With `--no-profile` the profile check is skipped by design (the interpreter has nothing to
 profile; tests/validate covers that check).
 
 The scalar test runs the scaled_add harness in a child with TRITON_INTERPRET=1 (as
@@ -29,8 +30,8 @@ EXAMPLES = PROJECT_ROOT / "examples"
 GUIDE = PROJECT_ROOT / "docs" / "harness.md"
 GUIDE_EXAMPLES = {"scaled_add": "scaled_add", "gemm": "gemm"}  # example directory -> its entry point
 BUNDLE_FILES = ("kernel.py", "harness.py", "cases.json", "target.json")
-EXPECTED_CHECKS = {"device", "build", "verify", "benchmark_stability", "profile", "negative_invalid_source",
-                   "negative_incorrect_output", "bundle_unchanged"}
+EXPECTED_CHECKS = {"device", "build", "verify", "verdict_process", "benchmark_stability", "work_figures", "profile",
+                   "negative_invalid_source", "negative_incorrect_output", "bundle_unchanged"}
 CHILD_TIMEOUT_S = 100
 
 

@@ -11,6 +11,7 @@ from orchestrator.report_html.data import (
     case_latencies,
     knob_moves,
     profile_deltas,
+    progress,
     promotion_threshold,
     search_path,
     work_figures,
@@ -18,6 +19,7 @@ from orchestrator.report_html.data import (
 from orchestrator.report_html.markup import Safe, table
 from protocol.batch import BatchSummary, JobStatus, JobSummary
 from protocol.completion import CaseOutcome
+from protocol.devices import peaks_for
 from protocol.results import (
     CandidateMetadata,
     CaseComparison,
@@ -133,40 +135,81 @@ def _case(case_id: str, baseline_us: float, final_us: float) -> CaseOutcome:
     )
 
 
-def test_rates_and_ceiling_fractions_on_an_h200():
+def test_rates_and_percent_of_the_datasheet_peaks_on_an_h200():
     evaluation = Evaluation(
         label="baseline",
         status=EvaluationStatus.OK,
         cases=[
             CaseMeasurement(
-                case_id="big", protected=True, weight=1.0, metrics={"bytes": 4.3e6, "flops": 2e6}
+                case_id="big", protected=True, weight=1.0,
+                metrics={"benchmark.bytes": 4.8e6, "benchmark.flops": 2e6, "benchmark.flop_dtype": "float16"},
             ),
             CaseMeasurement(case_id="tiny", protected=True, weight=1.0, metrics={"wrong": 0}),
         ],
     )
     work = work_figures([None, evaluation])
-    assert work == {"big": {"bytes": 4.3e6, "flops": 2e6}}
-    big, tiny = case_latencies(
-        [_case("big", 2.0, 1.0), _case("tiny", 5.0, 4.0)], work, ceilings_for("NVIDIA H200")
-    )
-    assert big.final_bytes_per_s == pytest.approx(4.3e12) and big.baseline_bytes_per_s == pytest.approx(
-        2.15e12
-    )
-    assert big.final_bandwidth_fraction == pytest.approx(1.0)  # 4.3 TB/s, the measured copy ceiling
-    assert big.final_flop_per_s == pytest.approx(2e12) and big.final_flop_fraction is None  # none measured
+    assert work == {"big": {"bytes": 4.8e6, "flops": 2e6, "flop_dtype": "float16"}}
+    ceilings = ceilings_for("NVIDIA H200", [evaluation])
+    h200 = peaks_for("NVIDIA H200")
+    assert ceilings.peaks == h200 and ceilings.copy_bytes_per_s is None  # no copy ceiling measured here
+    big, tiny = case_latencies([_case("big", 2.0, 1.0), _case("tiny", 5.0, 4.0)], work, ceilings)
+    assert big.final_bytes_per_s == pytest.approx(4.8e12) and big.baseline_bytes_per_s == pytest.approx(2.4e12)
+    assert big.final_memory_peak_fraction == pytest.approx(4.8e12 / h200.memory_bytes_per_s)
+    assert big.final_copy_fraction is None
+    assert big.final_flop_per_s == pytest.approx(2e12)
+    assert big.final_flop_peak_fraction == pytest.approx(2e12 / h200.flop_per_s["float16"])
     assert big.parameters == "n=1024 dtype=fp32"
-    assert (tiny.bytes, tiny.final_bytes_per_s, tiny.final_bandwidth_fraction) == (None, None, None)
+    assert (tiny.bytes, tiny.final_bytes_per_s, tiny.final_memory_peak_fraction) == (None, None, None)
+
+
+def test_a_copy_ceiling_measured_in_the_run_is_the_nearer_bar():
+    measured = Evaluation(label="baseline", status=EvaluationStatus.OK, cases=[
+        CaseMeasurement(case_id="big", protected=True, weight=1.0,
+                        metrics={"benchmark.bytes": 4e6, "benchmark.device.copy_bytes_per_s": 4.0e12}),
+        CaseMeasurement(case_id="other", protected=True, weight=1.0,
+                        metrics={"benchmark.device.copy_bytes_per_s": 4.2e12})])
+    ceilings = ceilings_for("NVIDIA H200", [measured, None])
+    assert ceilings.copy_bytes_per_s == 4.2e12  # the highest any case measured
+    (row,) = case_latencies([_case("big", 2.0, 1.0)], work_figures([measured]), ceilings)
+    assert row.final_copy_fraction == pytest.approx(4e12 / 4.2e12)
+    assert ceilings_for("cpu", [measured]).peaks is None  # no datasheet entry, the measurement still counts
 
 
 def test_other_devices_get_rates_without_a_ceiling():
-    assert (
-        ceilings_for("NVIDIA A100-SXM4-80GB") is None
-        and ceilings_for(None) is None
-        and ceilings_for("cpu") is None
-    )
-    assert ceilings_for("nvidia h200 nvl") is not None
+    assert ceilings_for("cpu") is None and ceilings_for(None) is None and ceilings_for("Some Future GPU") is None
+    assert ceilings_for("nvidia h200 nvl").peaks.name == "H200 NVL"
+    assert ceilings_for("NVIDIA A100-SXM4-80GB").peaks.name == "A100 80GB SXM"
     (row,) = case_latencies([_case("big", 2.0, 1.0)], {"big": {"bytes": 1e6}}, ceilings_for("cpu"))
-    assert row.final_bytes_per_s == pytest.approx(1e12) and row.final_bandwidth_fraction is None
+    assert row.final_bytes_per_s == pytest.approx(1e12) and row.final_memory_peak_fraction is None
+
+
+def test_a_protected_case_slower_beyond_its_noise_is_marked():
+    slowed = _record("r002-c000", DecisionStatus.REJECTED, {"small": 1.3, "large": 0.89},
+                     statistics={"per_case": {"small": {"lower": 1.28, "upper": 1.32},
+                                              "large": {"lower": 0.88, "upper": 0.905}}})
+    within = _record("r003-c000", DecisionStatus.PROMOTED, {"small": 1.3, "large": 0.97},
+                     statistics={"per_case": {"large": {"lower": 0.95, "upper": 0.99}}})
+    rows = candidate_speedups([slowed, within], protected=["small", "large"], allowance=0.02)
+    assert [(c.case_id, c.slower) for row in rows for c in row.cases] == [
+        ("small", False), ("large", True), ("small", False), ("large", False)]
+    assert not candidate_speedups([slowed], protected=["small"])[0].cases[1].slower  # unprotected may slow
+    assert candidate_speedups([slowed], allowance=0.15)[0].cases[1].slower is False
+    latency = case_latencies([_case("large", 1.0, 1.12)], {}, None)[0]
+    assert latency.slower and not case_latencies([_case("large", 1.0, 1.01)], {}, None)[0].slower
+
+
+def test_progress_multiplies_promotions_and_takes_the_final_as_measured():
+    promoted = _record("r001-c000", DecisionStatus.PROMOTED, {"a": 1.2}, wall_seconds=10.0)
+    promoted.aggregate_speedup = 1.2
+    rejected = _record("r002-c000", DecisionStatus.REJECTED, {"a": 0.9}, wall_seconds=5.0)
+    rejected.aggregate_speedup = 0.9
+    rejected.decision.gates["case_regression"] = False
+    final = _record("final", DecisionStatus.REVALIDATED, {"a": 1.18}, wall_seconds=4.0)
+    final.aggregate_speedup = 1.18
+    points = progress([BASELINE, promoted, rejected, final], {"r001-c000": 12.0, "final": 30.0})
+    assert [(p.experiment_id, p.seconds, p.best_so_far, p.slower_case) for p in points] == [
+        ("r001-c000", 12.0, 1.2, False), ("r002-c000", 15.0, 1.2, True), ("final", 30.0, 1.18, False)]
+    assert points[1].over_baseline == pytest.approx(1.08)
 
 
 def test_profile_deltas_keep_kernel_times_both_profiles_have():

@@ -100,7 +100,7 @@ def test_baseline_and_final_latencies_match_result_json(run_dir, html_run):
         assert row[header.index("baseline µs")] == f"{case['baseline_median_us']:.3f}"
         assert row[header.index("final µs")] == f"{case['final_median_us']:.3f}"
         assert row[header.index("final GB/s")] == "-"  # the synthetic harness reports no bytes
-    assert "No measured ceiling is known for device cpu" in page.text
+    assert "No peaks are known for device cpu (protocol/devices.py has no entry for it)" in page.text
     assert "No case's metrics carry bytes or flops" in page.text
 
 
@@ -117,7 +117,7 @@ def test_header_and_profile_note(run_dir, html_run):
 def test_page_is_self_contained_with_inline_svg_and_escaped_text(html_run):
     document = html_run[1]
     page = parse_page(document)
-    assert sum(1 for tag, _ in page.tags if tag == "svg") == 2  # speedups, latencies
+    assert sum(1 for tag, _ in page.tags if tag == "svg") == 3  # progress, speedups, latencies
     assert external_references(page) == []
     assert "<script" not in document.lower().replace("&lt;script", "")
     assert (

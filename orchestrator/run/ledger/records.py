@@ -1,4 +1,5 @@
-"""Read what a run recorded, for a replay of its decisions: an output directory or a bare result.json.
+"""Read what a run recorded, for a replay of its decisions: an output directory or a bare result.json (or a
+measurement study's runs, `load_study`).
 
 An output directory gives experiments.json (every ExperimentRecord, rewritten after each one), run.json (the
 settings decisions depend on), journal.jsonl (one event per line, appended and fsynced) and, once the run has
@@ -19,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from orchestrator.decision.simulate import BENCHMARKED_LABELS, RecordedSettings
+from orchestrator.decision.study import StudyMeasurement
 from protocol.base import StrictModel
 from protocol.bundle import Case, describe_validation_error
 from protocol.results import CaseReport, Decision, ExperimentRecord
@@ -131,6 +133,7 @@ def load_settings(path: Path) -> RecordedSettings:
         raise RecordsError(f"{path}: run.json must be an object with a 'budget' object")
     budget = manifest["budget"]
     found = {"min_speedup": budget.get("min_speedup"), "max_cv": budget.get("max_cv"),
+             "max_case_regression": budget.get("max_case_regression"),
              "schedule": manifest.get("schedule"), "confirm_pairs": manifest.get("confirm_pairs")}
     try:
         return RecordedSettings(source=str(path), **{k: v for k, v in found.items() if v is not None})
@@ -229,3 +232,22 @@ def load_records(path: Path) -> RunRecords:
     if path.is_file():
         return load_result_file(path)
     raise RecordsError(f"{path} does not exist; pass a run's output directory or a result.json")
+
+
+def is_study(path: Path) -> bool:
+    """A measurement study's directory: runs_<example>_<process>.json files and no run's experiments.json."""
+    return path.is_dir() and not (path / "experiments.json").exists() and any(path.glob("runs_*.json"))
+
+
+def load_study(directory: Path) -> list[StudyMeasurement]:
+    """Every runs_*.json of a measurement study (scripts/measurement_study.py), in name order."""
+    measurements = []
+    for path in sorted(directory.glob("runs_*.json")):
+        payload = _read_json(path)
+        try:
+            measurements.append(StudyMeasurement.model_validate(payload))
+        except ValidationError as exc:
+            raise RecordsError(describe_validation_error(path, exc)) from None
+    if not measurements:
+        raise RecordsError(f"{directory} holds no runs_*.json; pass a measurement study's directory")
+    return measurements

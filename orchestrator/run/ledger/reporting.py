@@ -11,7 +11,7 @@ from typing import Any
 from orchestrator.decision.physics import device_peaks_line, evaluation_rates
 from orchestrator.decision.profile_rules import ncu_duration_us, number, profile_value, tools_with_evidence
 from orchestrator.run.ledger.live_log import quote
-from protocol.bundle import Target, runs_on_gpu
+from protocol.bundle import Case, Target, runs_on_gpu
 from protocol.devices import peaks_for
 from protocol.results import (
     CandidateMetadata,
@@ -23,6 +23,7 @@ from protocol.results import (
     RunReport,
     RunResult,
 )
+from protocol.summary import CaseFigures, ExperimentLine, RunSummary
 
 METADATA_FIELDS = ("hypothesis", "evidence", "change", "expected_effect", "risk")
 
@@ -162,6 +163,8 @@ def _median(evaluation: Evaluation | None, case_id: str) -> tuple[float | None, 
 _GATE_ADVICE = {
     "correct": "the finalist failed verification when run again: look for nondeterminism in it",
     "speedup": "its earlier gain did not reproduce against fresh baseline runs: measure again on a quieter machine",
+    "case_regression": "a protected case is slower than the original beyond its noise: the reason names it; "
+                       "raise --max-case-regression only if that loss is acceptable",
     "cv": "its timings were too noisy: run on a quieter machine or raise --max-cv",
     "noise": "its gain was not above the between-run noise: run on a quieter machine or raise --confirm-runs",
     "profile": "the native profile vetoed it: experiments/final/profile.json names the case that regressed",
@@ -307,3 +310,38 @@ def format_profile_for_log(profile: Mapping[str, Any] | None, deltas: Mapping[st
         suffix = "" if relative is None else f"({relative * 100:+.2f}%)"
         parts.append(f"delta.{key}={absolute:+.5g}{suffix}")
     return " ".join(parts)
+
+
+def slower_cases(record: ExperimentRecord, cases: list[Case], max_case_regression: float) -> list[str]:
+    """The protected cases an experiment's decision found slower beyond their noise (its case_regression gate)."""
+    if record.decision is None or record.decision.gates.get("case_regression") is not False:
+        return []
+    per_case = record.statistics.get("per_case") or {}
+    protected = {case.case_id for case in cases if case.protected}
+    return [case_id for case_id, bounds in per_case.items() if case_id in protected and isinstance(bounds, dict)
+            and isinstance(bounds.get("upper"), (int, float)) and bounds["upper"] < 1.0 - max_case_regression]
+
+
+def run_summary(result: RunResult, cases: list[Case], max_case_regression: float) -> RunSummary:
+    """stdout of optimize: the outcome, each case's figures, one line per experiment, the record's paths."""
+    report = result.report
+    output_dir = Path(result.output_dir)
+    return RunSummary(
+        success=result.success, exit_code=result.exit_code, stopping_reason=result.stopping_reason,
+        stopping_detail=result.stopping_detail, winner_experiment_id=result.winner_experiment_id,
+        aggregate_speedup=report.aggregate_speedup, device=report.device, commit=report.commit,
+        warnings=report.warnings,
+        cases=[CaseFigures(case_id=case.case_id, protected=case.protected, weight=case.weight,
+                           baseline_median_us=case.baseline_median_us, final_median_us=case.final_median_us,
+                           speedup=case.speedup, final_cv=case.final_cv, correct=case.correct,
+                           percent_of_memory_peak=case.percent_of_memory_peak,
+                           percent_of_flop_peak=case.percent_of_flop_peak) for case in report.workload],
+        experiments=[ExperimentLine(experiment_id=record.experiment_id,
+                                    decision=record.decision.status.value if record.decision else "undecided",
+                                    aggregate_speedup=record.aggregate_speedup,
+                                    reason=record.decision.reason if record.decision else "",
+                                    slower_cases=slower_cases(record, cases, max_case_regression))
+                     for record in result.experiments if record.experiment_id != "baseline"],
+        wall_seconds=result.wall_seconds, output_dir=result.output_dir,
+        result_json=str(output_dir / "result.json"), live_log=str(output_dir / "live.log"),
+        best_kernel_path=result.best_kernel_path)
