@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
-from orchestrator.cli.report import TEXT_LABELS
+from orchestrator.cli.report_text import TEXT_LABELS
 from protocol.completion import CompletionReport
 from tests.conftest import PROJECT_ROOT, run_cli, synthetic_args, write_candidates
 from tests.validate import VERIFY_ACCEPTS_EVERYTHING, make_bundle
