@@ -110,6 +110,17 @@ def test_regressed_direction_is_not_pushed_further():
     assert "BLOCK_SIZE 64->128 rejected at 0.800x" in second.metadata.evidence
 
 
+def test_a_direction_that_slowed_a_protected_case_is_not_followed_though_the_aggregate_was_faster():
+    provider = TuneProvider()
+    first = trio.run(provider.propose, context())
+    assert block_size(first.source) == 128
+    slowed = digest_record("r001-c000", first.source, speedup=1.04,
+                           reason="protected case slower by more than 2%: large: 0.91x")
+    slowed.decision.gates.update({"correct": True, "speedup": True, "case_regression": False})
+    second = trio.run(provider.propose, context(history=(slowed,), round_index=2))
+    assert block_size(second.source) == 32  # the other way, as after any regression; not 256 further up
+
+
 def test_broken_candidate_blocks_its_direction():
     provider = TuneProvider()
     first = trio.run(provider.propose, context())

@@ -121,6 +121,8 @@ def _outcome(record: ExperimentRecord) -> str:
         return "broken"
     if record.decision.status is DecisionStatus.DUPLICATE:
         return "neutral"
+    if record.decision.gates.get("case_regression") is False:  # faster overall, but a protected case got slower
+        return "regressed"
     speedup = record.aggregate_speedup
     if speedup is not None and speedup < 1.0:
         return "regressed"
