@@ -75,6 +75,8 @@ class WorkerRecord(StrictModel):
     log_path: str | None = None
     log_bytes_dropped: int = 0
     wall_seconds: float = 0.0
+    # where that time went, seconds per phase as the orchestrator saw them (orchestrator/worker/evaluation.py)
+    phases: dict[str, float] = Field(default_factory=dict)
     leftover_processes_killed: int = 0
     pid_namespace: PidNamespace | None = None  # the worker's own PID namespace, when the processes layer is on
     verdict_process: str | None = None  # "judge" (verdicts outside the candidate's process) or "candidate"
@@ -219,6 +221,9 @@ class RunReport(StrictModel):
     # where verify and benchmark ran ("judge" or "candidate"), and why not the judge when `auto` asked for it
     verdict_process: str | None = None
     verdict_fallback: str = ""
+    # what the run's workers cost: how many, and seconds per phase summed over all of them ("wall": their total)
+    workers: int = 0
+    worker_seconds: dict[str, float] = Field(default_factory=dict)
     physics: str = ""  # the peaks the physics check used, or why there was none
     profile_evidence: list[str] = Field(default_factory=list)  # the profilers every candidate had to bring
     # calls in which the provider raised (each a failed proposal, its traceback under provider_failures/)

@@ -172,8 +172,25 @@ class _Session:
         self.plan = plan
         self.connection = connection
         self.next_command_id = 0
-        self.phase = "setup"
         self.seeds: list[CommandSeed] = []  # handed to the evaluation only once it is over
+        # seconds spent in each phase (start: spawn to hello; setup: isolation, harness import, the judge's fork;
+        # build, verify, benchmark, profile, screen; shutdown; teardown: ending the process tree)
+        self.phases: dict[str, float] = {}
+        self._phase, self._since = "start", trio.current_time()
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, value: str) -> None:
+        self.close_phase()
+        self._phase = value
+
+    def close_phase(self) -> None:
+        now = trio.current_time()
+        self.phases[self._phase] = self.phases.get(self._phase, 0.0) + now - self._since
+        self._since = now
 
     def _phase_deadline(self) -> float:
         return min(self.plan.deadline, trio.current_time() + self.plan.phase_seconds)
@@ -231,6 +248,7 @@ def _validated(model: type, value: dict[str, Any], what: str) -> Any:
 
 async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evaluation) -> None:
     await session.expect((HelloEvent,), "worker start")
+    session.phase = "setup"
     isolation = plan.isolation or IsolationConfig(scratch_dir=str(plan.work_dir))
     await session.connection.ensure_quiet("setup")
     await session.connection.send(SetupCommand(
@@ -399,12 +417,15 @@ async def run_evaluation(plan: EvaluationPlan, spawner: Spawner, parent_env: dic
                 evaluation.reason = f"worker {description} during {session.phase}"
             finally:
                 with trio.CancelScope(shield=True):
+                    session.phase = "teardown"
                     evaluation.worker.leftover_processes_killed = await kill_tree(spawned.process, token)
                     await spawned.protocol.aclose()
+                    session.close_phase()
                 nursery.cancel_scope.cancel()
     finally:
         capture.finish()
         evaluation.command_seeds = list(session.seeds)
+        evaluation.worker.phases = {phase: round(seconds, 4) for phase, seconds in session.phases.items()}
         evaluation.worker.exit_code = spawned.process.returncode
         if spawned.process.returncode is not None and spawned.process.returncode < 0:
             evaluation.worker.signal = -spawned.process.returncode

@@ -22,6 +22,7 @@ from protocol.results import (
     ExperimentRecord,
     RunReport,
     RunResult,
+    WorkerRecord,
 )
 from protocol.summary import CaseFigures, ExperimentLine, RunSummary
 
@@ -240,6 +241,7 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
             percent_of_copy_ceiling=rate.percent_of_copy_ceiling if rate else None))
     aggregate = final_record.aggregate_speedup if final_record else 1.0
     required = tools_with_evidence(profiles_by_case(baseline)) if config.profile else []
+    workers = [evaluation.worker for record in state_experiments for evaluation in record.evaluations]
     report = RunReport(warnings=run_warnings(inputs.target, baseline, config.profile, required),
                        workload=workload, device=baseline.worker.device, backend=inputs.target.backend,
                        architecture=inputs.target.architecture, aggregate_speedup=aggregate,
@@ -248,11 +250,21 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                        verdict_process=baseline.worker.verdict_process,
                        verdict_fallback=baseline.worker.verdict_fallback,
                        physics=device_peaks_line(baseline.worker.device), profile_evidence=required,
-                       provider_failures=provider_failures)
+                       provider_failures=provider_failures, workers=len(workers),
+                       worker_seconds=worker_cost(workers))
     return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
                      stopping_detail=stopping_detail, winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
                      final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,
                      output_dir=str(output_dir), provider_explanation=provider_explanation)
+
+
+def worker_cost(workers: list[WorkerRecord]) -> dict[str, float]:
+    """Seconds per phase summed over the run's workers, and their whole wall time as `wall`."""
+    totals: dict[str, float] = {"wall": sum(worker.wall_seconds for worker in workers)}
+    for worker in workers:
+        for phase, seconds in worker.phases.items():
+            totals[phase] = totals.get(phase, 0.0) + seconds
+    return {phase: round(seconds, 3) for phase, seconds in totals.items()}
 
 
 def run_warnings(target: Target, baseline: Evaluation, profile: bool, required: list[str]) -> list[str]:
