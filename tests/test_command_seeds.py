@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+
 from orchestrator.worker.evaluation import EvaluationPlan, _Session
 from protocol.bundle import Case, Target
 
@@ -17,7 +19,13 @@ def _plan(seed: int) -> EvaluationPlan:
 
 
 def test_seeds_are_64_bits_wide_fresh_per_command_and_not_derived_from_the_evaluations_seed():
+    trio.run(_seeds_are_64_bits_wide)
+
+
+async def _seeds_are_64_bits_wide() -> None:
+    # a session times its phases on trio's clock, so it lives inside a trio run
     first, second = _Session(_plan(7), connection=None), _Session(_plan(7), connection=None)  # type: ignore[arg-type]
+    first.phase = "setup"  # a seed is recorded with the phase its command belongs to
     drawn = [first.seed("a") for _ in range(64)] + [second.seed("a") for _ in range(64)]
     assert len(set(drawn)) == 128  # the same evaluation seed gives no repeat: nothing derives them from it
     assert all(0 <= seed < 2**64 for seed in drawn)

@@ -189,7 +189,7 @@ def test_a_cuda_bundle_on_a_machine_without_cuda_fails_the_device_check(tmp_path
 @pytest.mark.parametrize(("extra", "expected"), [
     (("--arch", "h300"), "--arch 'h300' is not a known architecture"),
     (("--benchmark-workers", "2"), "--benchmark-workers must be at least 3"),
-    (("--max-cv", "-1"), "max_cv"),
+    (("--max-cv", "-1"), "--max-cv -1: input should be greater than or equal to 0"),
 ])
 def test_bad_flags_are_one_line(tmp_path: Path, extra: tuple[str, str], expected: str) -> None:
     out = tmp_path / "out"
