@@ -84,7 +84,8 @@ def test_a_real_worker_speaks_the_protocol_models(tmp_path, profile_source, func
             assert (ready.harness_functions, ready.profile_arity, set(ready.isolation)) == (
                 functions, arity, set(LAYERS))
             assert (ready.versions, ready.device) == (
-                {"python": platform.python_version(), "torch": None, "triton": None}, None)
+                {"python": platform.python_version(), "executable": sys.executable, "torch": None, "triton": None,
+                 "triton_tlx": None}, None)
             reply = _read_event(reader, ReplyEvent)
             assert BuildValue.model_validate(reply.value) == BuildValue(success=True)
             _read_event(reader, FinishedEvent)

@@ -1,9 +1,8 @@
 """The judge's side of record and replay (GPU targets): check a record, load its kernels, launch them itself.
 
 A record (`recording.py`) comes from the candidate's process and is hostile data: `parse_record` accepts
-only the shapes it expects and bounded sizes, and says in one line what it refused. `KernelLibrary` turns a
-kernel payload (binary, metadata, signature) into a Triton `CompiledKernel` loaded in the judge's own CUDA
-context from files the judge wrote; no candidate Python runs here. `ReplayPlan.bind` maps the record's
+only the shapes it expects and bounded sizes, and says in one line what it refused; the kernels it names are
+loaded by `kernels.KernelLibrary` in the judge's own CUDA context. `ReplayPlan.bind` maps the record's
 storages onto the judge's own inputs and buffers and returns a callable that launches exactly the recorded
 steps on the current stream, so the timing kit's events, flushes and graphs treat it like any kernel call.
 Standard library at module level; torch and triton inside.
@@ -11,15 +10,13 @@ Standard library at module level; torch and triton inside.
 
 from __future__ import annotations
 
-import base64
 import json
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
+from sandbox_worker.judged.errors import RecordRefused
+from sandbox_worker.judged.kernels import KernelLibrary
 from sandbox_worker.judged.slots import DTYPE_NAMES, element_size
 
 MAX_STEPS = 64
@@ -28,10 +25,7 @@ MAX_ARGUMENTS = 256
 MAX_GRID = 2**31 - 1
 MAX_BUFFER_BYTES = 64 * 1024**3
 POINTER_KINDS = ("input", "buffer")
-
-
-class RecordRefused(Exception):
-    """The record cannot be replayed (malformed, or work replay cannot repeat); the message says why."""
+MAX_DESCRIPTOR_RANK = 5
 
 
 @dataclass(frozen=True)
@@ -76,9 +70,33 @@ def _pointer(value: Any, inputs: int, buffers: int, what: str) -> dict[str, Any]
     return {kind: index, "offset": _int(value.get("offset"), f"{what} offset", 0, MAX_BUFFER_BYTES)}
 
 
+def _ints(value: Any, what: str, low: int, high: int, rank: int | None = None) -> list[int]:
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_DESCRIPTOR_RANK or \
+            (rank is not None and len(value) != rank):
+        raise RecordRefused(f"record: {what} is not a list of 1 to {MAX_DESCRIPTOR_RANK} integers")
+    return [_int(v, what, low, high) for v in value]
+
+
+def _descriptor(value: Any, inputs: int, buffers: int, what: str) -> dict[str, Any]:
+    """A host-side tensor descriptor: a storage the judge owns, a dtype, and its geometry (checked against that
+    storage when the record is bound)."""
+    if not isinstance(value, dict) or value.get("dtype") not in DTYPE_NAMES:
+        raise RecordRefused(f"record: {what} is not a tensor descriptor over a known dtype")
+    shape = _ints(value.get("shape"), f"{what} shape", 1, MAX_GRID)
+    padding = value.get("padding", "zero")
+    if padding not in ("zero", "nan") or not isinstance(value.get("round_f32_to_tf32", False), bool):
+        raise RecordRefused(f"record: {what} has an unknown padding or rounding")
+    return {**_pointer(value, inputs, buffers, what), "dtype": value["dtype"], "shape": shape,
+            "strides": _ints(value.get("strides"), f"{what} strides", 0, MAX_BUFFER_BYTES, len(shape)),
+            "block_shape": _ints(value.get("block_shape"), f"{what} block shape", 1, 1024, len(shape)),
+            "padding": padding, "round_f32_to_tf32": bool(value.get("round_f32_to_tf32", False))}
+
+
 def _argument(value: Any, inputs: int, buffers: int, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RecordRefused(f"record: {what} is malformed")
+    if "descriptor" in value:
+        return {"descriptor": _descriptor(value["descriptor"], inputs, buffers, what)}
     if "unsupported" in value:
         raise RecordRefused(f"a launch argument of type {str(value['unsupported'])[:60]} cannot be replayed "
                             "(tensors, integers, floats, booleans and None can)")
@@ -150,87 +168,6 @@ def parse_record(value: Any, inputs: int) -> Recording:
     return Recording(steps=tuple(steps), buffers=buffers, outputs=tuple(outputs))
 
 
-class _ReplaySource:
-    """What Triton's launcher reads of a kernel's source: its signature (and no constants)."""
-
-    def __init__(self, signature: dict[str, str]) -> None:
-        self.signature = signature
-        self.constants: dict[Any, Any] = {}
-        self.fn = SimpleNamespace(arg_names=list(signature))
-
-
-class KernelLibrary:
-    """Compiled kernels the judge has loaded, by hash, from payloads written to a private directory
-    (`<directory>/<hash>/kernel.cubin`, `kernel.json`, `signature.json`: what `open` loads again in the ncu
-    replay child). The name each kernel is known by is the binary's own (`cubin.kernel_entries`): a payload whose
-    metadata names a function the binary does not define is refused."""
-
-    def __init__(self, directory: Path | None = None) -> None:
-        self.directory = directory or Path(tempfile.mkdtemp(prefix="tlx-replay-"))
-        self.kernels: dict[str, Any] = {}
-        self.names: dict[str, str] = {}  # hash -> the kernel's name as its binary defines it
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.kernels
-
-    def load(self, key: str, payload: Any) -> None:
-        if not isinstance(payload, dict) or payload.get("hash") != key:
-            raise RecordRefused(f"kernel {key[:16]}: the payload is for another kernel")
-        metadata, signature, binary = payload.get("metadata"), payload.get("signature"), payload.get("binary")
-        if not isinstance(metadata, dict) or not isinstance(signature, dict) or not isinstance(binary, str):
-            raise RecordRefused(f"kernel {key[:16]}: metadata, signature or binary missing")
-        try:
-            data = base64.b64decode(binary, validate=True)
-        except ValueError:
-            raise RecordRefused(f"kernel {key[:16]}: the binary is not base64") from None
-        folder = self.directory / key
-        folder.mkdir(exist_ok=True)
-        (folder / "kernel.json").write_text(json.dumps(metadata))
-        (folder / "kernel.cubin").write_bytes(data)
-        (folder / "signature.json").write_text(json.dumps({str(k): v for k, v in signature.items()}))
-        self._load_folder(key, folder)
-
-    @classmethod
-    def open(cls, directory: Path, keys: list[str]) -> KernelLibrary:
-        """The kernels a judge wrote to `directory`, loaded again (the ncu replay child's library)."""
-        library = cls(directory)
-        for key in keys:
-            if not key.isalnum():
-                raise RecordRefused(f"kernel {key[:16]}: not a kernel hash")
-            library._load_folder(key, directory / key)
-        return library
-
-    def _load_folder(self, key: str, folder: Path) -> None:
-        from triton.compiler.compiler import CompiledKernel
-
-        from sandbox_worker.judged.cubin import NotACudaBinary, kernel_entries
-
-        metadata = json.loads((folder / "kernel.json").read_text())
-        signature = json.loads((folder / "signature.json").read_text())
-        if not isinstance(signature, dict) or any(not isinstance(v, str) or v.startswith("tensordesc")
-                                                  for v in signature.values()):
-            raise RecordRefused(f"kernel {key[:16]}: tensor-descriptor arguments are not replayed yet")
-        try:
-            entries = kernel_entries((folder / "kernel.cubin").read_bytes())
-        except NotACudaBinary as exc:
-            raise RecordRefused(f"kernel {key[:16]}: the binary is not a CUDA kernel: {exc}") from None
-        name = metadata.get("name") if isinstance(metadata, dict) else None
-        if name not in entries:
-            raise RecordRefused(f"kernel {key[:16]}: its metadata names {str(name)[:80]!r}, which the binary does "
-                                f"not define (it defines {', '.join(entries[:4]) or 'no kernel'})")
-        group = {"kernel.json": str(folder / "kernel.json"), "kernel.cubin": str(folder / "kernel.cubin")}
-        try:
-            kernel = CompiledKernel(_ReplaySource({str(k): v for k, v in signature.items()}), group, key)
-            kernel._init_handles()
-        except Exception as exc:  # noqa: BLE001 - a payload the driver refuses is the candidate's problem
-            raise RecordRefused(f"kernel {key[:16]} did not load: {type(exc).__name__}: {str(exc)[:300]}") from None
-        self.kernels[key] = kernel
-        self.names[key] = str(name)
-
-    def signature_length(self, key: str) -> int:
-        return len(self.kernels[key].src.signature)
-
-
 @dataclass(frozen=True)
 class ReplayPlan:
     recording: Recording
@@ -241,6 +178,22 @@ class ReplayPlan:
             if "launch" in step and len(step["arguments"]) != self.library.signature_length(step["launch"]):
                 raise RecordRefused(f"a launch of kernel {step['launch'][:16]} passes {len(step['arguments'])} "
                                     f"arguments, its signature has {self.library.signature_length(step['launch'])}")
+
+    @staticmethod
+    def _argument(argument: dict[str, Any], address: Callable[..., int], tensor_at: Callable[..., Any]) -> Any:
+        """One launch argument over the judge's storages: an address, a tensor descriptor, or a plain value."""
+        import torch
+
+        if "input" in argument or "buffer" in argument:
+            return address(argument)
+        if "descriptor" in argument:
+            geometry = argument["descriptor"]
+            view = tensor_at(geometry, getattr(torch, geometry["dtype"]), geometry["shape"], geometry["strides"])
+            return tensor_descriptor(view, geometry)
+        for kind in ("int", "float", "bool"):
+            if kind in argument:
+                return argument[kind]
+        return None
 
     def bind(self, inputs: list[Any]) -> _Bound:
         """A call that replays the record on `inputs` (the judge's CUDA tensors, in argument order) and on
@@ -271,25 +224,18 @@ class ReplayPlan:
             address(ref, span)
             return torch.empty(0, dtype=dtype, device=device).set_(storage, ref["offset"] // itemsize, shape, stride)
 
-        launches: list[tuple[Any, tuple[int, int, int], tuple[Any, ...]]] = []
+        launches: list[tuple[Any, tuple[int, int, int], tuple[Any, ...], Any]] = []
         zeros: dict[int, Any] = {}
         for position, step in enumerate(self.recording.steps):
             if "zero" in step:
                 zeros[position] = tensor_at(step["zero"], torch.uint8, [step["nbytes"]], [1])
                 continue
-            arguments = []
-            for argument in step["arguments"]:
-                if "input" in argument or "buffer" in argument:
-                    arguments.append(address(argument))
-                elif "int" in argument:
-                    arguments.append(argument["int"])
-                elif "float" in argument:
-                    arguments.append(argument["float"])
-                elif "bool" in argument:
-                    arguments.append(argument["bool"])
-                else:
-                    arguments.append(None)
-            launches.append((self.library.kernels[step["launch"]], tuple(step["grid"]), tuple(arguments)))
+            kernel = self.library.kernels[step["launch"]]
+            arguments = [self._argument(argument, address, tensor_at) for argument in step["arguments"]]
+            scratch = _global_scratch(kernel, step["grid"], device)
+            if scratch is not None:
+                buffers.append(scratch)  # poisoned before every call with the wrapper's buffers
+            launches.append((kernel, tuple(step["grid"]), tuple(arguments), scratch))
         outputs = tuple(tensor_at(o, getattr(torch, o["dtype"]), o["shape"], o["stride"])
                         for o in self.recording.outputs)
         order = [("zero", zeros[p]) if p in zeros else ("launch", None) for p in range(len(self.recording.steps))]
@@ -305,13 +251,56 @@ class ReplayPlan:
                 if kind == "zero":
                     view.zero_()
                     continue
-                kernel, grid, arguments = next(pending)
+                kernel, grid, arguments, scratch = next(pending)
+                if scratch is not None:
+                    _hand_out(scratch)
                 metadata = kernel.launch_metadata(grid, stream, *arguments) if enter is not None else None
                 kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, metadata,
                            enter, leave, *arguments)
             return outputs
 
         return _Bound(replay, outputs, buffers, keep_alive)
+
+
+def tensor_descriptor(view: Any, geometry: dict[str, Any]) -> Any:
+    """Triton's host-side `TensorDescriptor` over the judge's own `view`, with the recorded block shape, padding
+    and rounding (the fields this Triton's descriptor has); a geometry it refuses is the record's problem."""
+    import dataclasses
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    fields = {field.name for field in dataclasses.fields(TensorDescriptor)}
+    options = {name: geometry[name] for name in ("padding", "round_f32_to_tf32") if name in fields}
+    try:
+        return TensorDescriptor(view, list(geometry["shape"]), list(geometry["strides"]), list(geometry["block_shape"]),
+                                **options)
+    except (AssertionError, ValueError, TypeError) as exc:
+        raise RecordRefused(f"a recorded tensor descriptor cannot be rebuilt over the judge's tensor: {exc}") from None
+
+
+def _global_scratch(kernel: Any, grid: list[int], device: Any) -> Any:
+    """The global scratch memory a launch asks Triton's allocator for (kernels that build descriptors on the
+    device), made here once per bound call so that it is poisoned with the wrapper's buffers; None if none."""
+    import torch
+
+    metadata = kernel.metadata
+    size = int(getattr(metadata, "global_scratch_size", 0) or 0)
+    if size <= 0:
+        return None
+    programs = grid[0] * grid[1] * grid[2] * int(getattr(metadata, "num_ctas", 1) or 1)
+    return torch.empty(programs * size, dtype=torch.uint8, device=device)
+
+
+def _hand_out(scratch: Any) -> None:
+    """Make Triton's allocator give the next launch `scratch` (and nothing else)."""
+    import triton
+
+    def allocate(size: int, alignment: int, stream: Any) -> Any:
+        if size > scratch.numel() or scratch.data_ptr() % max(alignment, 1):
+            raise RecordRefused(f"a launch asked for {size} bytes of global scratch, {scratch.numel()} were bound")
+        return scratch
+
+    triton.set_allocator(allocate)
 
 
 class _Bound:

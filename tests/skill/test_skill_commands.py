@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.report import TEXT_LABELS
+from orchestrator.cli.report_text import TEXT_LABELS
 from protocol.bundle import INTERPRETER_BUDGET
 from tests.conftest import PROJECT_ROOT, VECTOR_ADD
 from tests.skill import DOCUMENTS, INPUT_CONTRACT, SKILL_MD, Command, commands

@@ -3,10 +3,11 @@
 How it reads a kernel: one `Scan` of the source (libcst, with the ast the kernel analyses need) in which each
 registered site style (`styles/`) finds the places real Triton code sets a launch parameter: module constants,
 launch arguments (and options left to Triton's default), the wrapper's assignments feeding them, `triton.autotune`
-lists, entries and keys, `triton.heuristics`, launch grids and persistent program counts, loops' `num_stages`.
+lists, entries and keys, `triton.heuristics`, launch grids and persistent program counts, loops' `num_stages`,
+and in TLX kernels the buffer counts, with what their code demands of tiles and MMA groups (`styles/tlx.py`).
 `discovery` turns them into `KnobSite`s, the one model of a knob, each with the constraints its code states and
-the edits it takes; `knobs` gives the search the tunable ones (`Knob`: a key, a value, legal values holding the
-current one). Every edit rewrites the nodes the scan found, so a patch is a small diff and every other byte stays.
+the edits it takes, and the couplings pairs of sites keep together; `knobs` gives the search the tunable ones
+(`Knob`: a key, a value, legal values holding the current one). Every edit rewrites the nodes the scan found, so a patch is a small diff and every other byte stays.
 
 How it proposes: when the run offers screening, optuna's TPE proposes families over every knob at once
 (`search`, starting from `priors`), one worker screens a family, and the fastest few go to the gate, a per-shape

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.providers.tune.domains import parameter_kind
+
 WARPS_RANGE = "1, 2, 4, 8, 16, 32"
 
 
@@ -48,6 +50,23 @@ class Constraint:
 
 
 @dataclass(frozen=True)
+class Coupling:
+    """A relation two knob sites must keep together, each value depending on the other's (a TLX tile and the
+    number of MMA groups it is split across): `holds(first, second)` with the sites' values, in `sites` order."""
+
+    sites: tuple[str, str]  # site keys
+    holds: Callable[[int, int], bool]
+    text: str  # the relation in words, and why
+
+    def broken(self, values: dict[str, int]) -> str:
+        """Why `values` (by site key) break the relation; "" when they keep it or do not name both sites."""
+        first, second = (values.get(key) for key in self.sites)
+        if first is None or second is None or self.holds(first, second):
+            return ""
+        return f"{self.sites[0]} = {first} with {self.sites[1]} = {second} breaks: {self.text}"
+
+
+@dataclass(frozen=True)
 class KernelFacts:
     """One `@triton.jit` kernel as the tuner needs it: parameters, which constexprs size tiles, and constraints."""
 
@@ -64,6 +83,14 @@ class KernelFacts:
     # axes whose programs stride by kernel parameters (`tile += NUM_SM`): the count must equal the stride, so it
     # is no knob of its own, but no size has to divide it either
     strided_axes: frozenset[int] = frozenset()
+    # kinds a style read from what a constexpr does in the body rather than from its name (TLX: `BM` shapes
+    # a shared-memory buffer, so it is a tile; `NUM_BUFFERS` counts buffers), by name
+    named_kinds: tuple[tuple[str, str], ...] = ()
+
+    def kind_of(self, name: str) -> str | None:
+        """The kind of a launch parameter of this kernel: what a style read it does, else what `domains`
+        reads from its name and its use as a tl.arange size or loop step."""
+        return dict(self.named_kinds).get(name) or parameter_kind(name, self.sizes, self.uses_dot)
 
     @property
     def persistent(self) -> bool:
@@ -197,10 +224,28 @@ def kernel_facts(tree: ast.Module) -> dict[str, KernelFacts]:
             constexprs=frozenset(constexprs), sizes=frozenset(sizes | steps),
             uses_dot=any(_is_call(node, "dot") for node in _own_nodes(function)),
             tiled=frozenset(size for size, (_, tiled) in per_size.items() if tiled),
-            persistent_axes=frozenset(axes), constraints=tuple(c for found, _ in per_size.values() for c in found),
+            persistent_axes=frozenset(axes),
+            constraints=tuple(c for found, _ in per_size.values() for c in found) + tuple(_static_asserts(function,
+                                                                                                       constexprs)),
             program_axes=frozenset(_axis(node) for node in _own_nodes(function) if _is_call(node, "program_id")),
             strided_axes=frozenset(_strided_axes(function, parameters)))
     return facts
+
+
+def _static_asserts(function: ast.FunctionDef, constexprs: set[str]) -> list[Constraint]:
+    """`tl.static_assert(BLOCK_N <= HEAD_DIM)`: the compile refuses any other value, so the tuner never tries one."""
+    found = []
+    for node in _own_nodes(function):
+        test = node.args[0] if _is_call(node, "static_assert") and node.args else None  # type: ignore[attr-defined]
+        if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+            continue
+        for side, variable, other in (("left", test.left, test.comparators[0]), ("right", test.comparators[0], test.left)):
+            relation = _relation(side, type(test.ops[0]))
+            if isinstance(variable, ast.Name) and variable.id in constexprs and relation:
+                found.append(Constraint(variable.id, relation, ast.unparse(other),
+                                        f"{function.name} asserts {ast.unparse(test)} at compile time (line "
+                                        f"{node.lineno})", function.name, node.lineno))
+    return found
 
 
 def _strided_axes(function: ast.FunctionDef, parameters: set[str]) -> set[int]:

@@ -23,11 +23,16 @@ from typing import Any
 
 import libcst as cst
 
-from orchestrator.providers.tune.constraints import Constraint, launch_option_constraints, wrapper_constraints
+from orchestrator.providers.tune.constraints import (
+    Constraint,
+    Coupling,
+    launch_option_constraints,
+    wrapper_constraints,
+)
 from orchestrator.providers.tune.domains import DOMAINS
 from orchestrator.providers.tune.forms import AutotuneConfig, code, read_scaled
 from orchestrator.providers.tune.scan import TRITON_DEFAULTS, Found, Launch, Scan, Scope, subtree
-from orchestrator.providers.tune.styles import FINDERS, SITE_WORDS, style_of
+from orchestrator.providers.tune.styles import FINDERS, SITE_WORDS, STYLES, style_of
 
 _BOUNDS = ("at_least", "greater_than")
 
@@ -78,6 +83,7 @@ class Discovery:
     launches: tuple[Launch, ...]
     parse_error: str = ""
     ignored: tuple[str, ...] = ()  # entries read and left: a heuristic or constexpr that is no size, warps or stages
+    couplings: tuple[Coupling, ...] = ()  # relations pairs of sites keep together
     unlaunched: tuple[tuple[str, str, int], ...] = ()  # (scope, name, line): knob-named locals no launch reads
 
     @property
@@ -214,6 +220,8 @@ def locate(source: str) -> Located | None:
         scan = Scan(source)
     except (cst.ParserSyntaxError, SyntaxError, RecursionError):
         return None
+    for style in STYLES:
+        style.read(scan)
     for style in FINDERS:
         style.find(scan)
     variables: dict[str, set[str]] = {}
@@ -260,8 +268,12 @@ def locate(source: str) -> Located | None:
         (scope.name, name, scan.line(binding.value))
         for scope in scan.scopes for name, bindings in scope.bindings.items() for binding in bindings[:1]
         if binding.value is not None and (scope.name, name) not in fed and _knob_named(name))
+    key_of = {id(found): key for key, found in by_key.items()}
+    couplings = tuple(Coupling((key_of[id(first)], key_of[id(second)]), holds, text)
+                      for first, second, holds, text in scan.couplings
+                      if id(first) in key_of and id(second) in key_of)
     discovery = Discovery(tuple(sites), tuple(scan.kernel_nodes), tuple(scan.launches),
-                          ignored=tuple(dict.fromkeys(scan.ignored)), unlaunched=unlaunched)
+                          ignored=tuple(dict.fromkeys(scan.ignored)), unlaunched=unlaunched, couplings=couplings)
     return Located(scan, discovery, by_key)
 
 

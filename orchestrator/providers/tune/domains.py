@@ -11,6 +11,7 @@ DOMAINS: dict[str, tuple[int, ...]] = {
     "warps": (1, 2, 4, 8, 16, 32),  # 32 warps are 1024 threads, the most one program may have
     "stages": (1, 2, 3, 4, 5, 6),
     "group": tuple(2**exponent for exponent in range(0, 7)),  # 1 .. 64
+    "buffers": (1, 2, 3, 4, 5, 6),  # a TLX kernel's shared-memory buffers per pipeline (styles/tlx.py)
 }
 # What an expression knob may be scaled by: exponents of 2 for sizes, warps, groups and program counts, steps
 # of one for stages (`policy` and `edits` read a value of an expression knob as one of these).

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-ADDITIVE_KINDS = frozenset({"stages"})
+ADDITIVE_KINDS = frozenset({"stages", "buffers"})
 UPPER_CLAMP = {"warps": 32}  # a hard limit: more warps than 32 cannot launch
-LOWER_FLOOR = {"tile": 16, "stages": 1}  # tl.dot tiles need 16; anything else floors at 1
+LOWER_FLOOR = {"tile": 16, "stages": 1, "buffers": 1}  # tl.dot tiles need 16; anything else floors at 1
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,13 @@ def programs_phrase(name: str, kind: str, old: float, new: float, uses: int | No
     if uses and kind in ("block", "tile"):
         # cdiv(n, size) scales by old / new only where n spans many blocks: at n = 4096, 4096 -> 8192 keeps 1
         larger = largest or str(int(max(old, new)))
-        return f"{scaling_words((old / new) ** uses, 'the number of programs')} on sizes much larger than {larger}"
+        try:
+            factor = (old / new) ** uses
+        except (ZeroDivisionError, OverflowError):
+            return ""
+        if not 0 < factor < float("inf"):  # a count past any real grid's (a name read through many helpers)
+            return ""
+        return f"{scaling_words(factor, 'the number of programs')} on sizes much larger than {larger}"
     if uses:
         return ""  # a warps, stages or group knob inside a grid expression: no known arithmetic
     if kind in ("block", "tile"):

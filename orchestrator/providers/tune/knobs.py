@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import libcst as cst
 
+from orchestrator.providers.tune.constraints import Coupling
 from orchestrator.providers.tune.discovery import KnobSite, Located, locate
 from orchestrator.providers.tune.domains import (
     DOMAINS,
@@ -32,7 +33,7 @@ from orchestrator.providers.tune.domains import (
 from orchestrator.providers.tune.edits import EditError, rewrite, scale_violations, violations
 from orchestrator.providers.tune.forms import ADDITIVE_KINDS, scaled_code
 from orchestrator.providers.tune.grid import grid_uses
-from orchestrator.providers.tune.scan import Scan, dotted, integer, string, walk
+from orchestrator.providers.tune.scan import Scan, dotted, integer, string
 from orchestrator.providers.tune.styles.loop import LOOP_CALLS
 
 UP, DOWN = 1, -1
@@ -147,9 +148,7 @@ def _literals(scan: Scan) -> dict[int, _Literal]:
             if (isinstance(target, cst.Name) and target.value.isupper() and target.value in scan.loaded
                     and integer(value) is not None):
                 found.append(("constant", target.value, value))
-    for node in walk(scan.module, into_scopes=True):
-        if not isinstance(node, cst.Call):
-            continue
+    for node in scan.calls:
         called = dotted(node.func)
         is_launch = isinstance(node.func, cst.Subscript)
         is_config = called == "Config"
@@ -185,10 +184,18 @@ def _literals(scan: Scan) -> dict[int, _Literal]:
 # ---- knobs -----------------------------------------------------------------------------------------------
 
 
-def _narrowed(site: KnobSite, kind: str) -> tuple[int, ...] | None:
-    """The values of the kind's domain the site's constraints allow; None when they allow all of them."""
-    legal = tuple(value for value in DOMAINS[kind] if not violations(site, value))
+def _narrowed(site: KnobSite, kind: str, couplings: tuple[Coupling, ...] = (),
+              now: dict[str, int] | None = None) -> tuple[int, ...] | None:
+    """The values of the kind's domain the site's constraints allow, each coupled site at its value `now` (site
+    key -> value); None when they allow all of them."""
+    legal = tuple(value for value in DOMAINS[kind] if not violations(site, value)
+                  and not _broken(couplings, {**(now or {}), site.key: value}))
     return None if legal == DOMAINS[kind] else legal
+
+
+def _broken(couplings: tuple[Coupling, ...], values: dict[str, int]) -> list[str]:
+    """The couplings `values` (site key -> value) break, in words."""
+    return [problem for coupling in couplings if (problem := coupling.broken(values))]
 
 
 def _literal_knob(site: KnobSite, literal: _Literal, value: int, uses: int | None) -> Knob:
@@ -196,11 +203,11 @@ def _literal_knob(site: KnobSite, literal: _Literal, value: int, uses: int | Non
                 line=site.line, grid_uses=uses, site=site)
 
 
-def _site_knob(site: KnobSite, uses: int | None) -> Knob | None:
+def _site_knob(site: KnobSite, uses: int | None, couplings: tuple[Coupling, ...], now: dict[str, int]) -> Knob | None:
     common = {"key": site.key, "name": site.name, "kind": site.kind, "origin": site.site, "line": site.line,
               "grid_uses": uses, "site_key": site.key, "scope": site.scope, "site": site}
     if site.value is not None and site.kind in DOMAINS:
-        allowed = _narrowed(site, site.kind)
+        allowed = _narrowed(site, site.kind, couplings, now)
         return Knob(value=site.value, allowed=allowed, **common) if allowed != () else None
     if site.value is None and "scale" in site.edits:
         steps = tuple(step for step in SCALE_EXPONENTS if not scale_violations(site, step))
@@ -218,6 +225,8 @@ def _knobs(source: str) -> tuple[tuple[Knob, ...], tuple[tuple[Knob, str], ...],
         return (), (), ()
     literals = _literals(located.scan)
     in_grid = grid_uses(located.scan.tree)
+    couplings = located.discovery.couplings
+    now = {site.key: site.value for site in located.discovery.sites if site.value is not None}
     under_literal_keys: list[Knob] = []
     every_literal: list[Knob] = []
     by_site: list[Knob] = []
@@ -225,16 +234,16 @@ def _knobs(source: str) -> tuple[tuple[Knob, ...], tuple[tuple[Knob, str], ...],
         found = located.found[site.key]
         if site.kind not in DOMAINS and site.kind != "programs":
             continue
-        literal = literals.get(id(found.node)) if found.absent_from is None else None
+        literal = literals.get(id(found.node)) if found.absent_from is None and not found.via else None
         if literal is not None and site.value is not None:
             knob = _literal_knob(site, literal, site.value, None if in_grid is None else in_grid[literal.name])
             every_literal.append(knob)
-            allowed = _narrowed(site, literal.kind) if site.edits else ()
+            allowed = _narrowed(site, literal.kind, couplings, now) if site.edits else ()
             if allowed != ():
                 under_literal_keys.append(replace(knob, allowed=allowed))
         elif site.edits:
             uses = None if in_grid is None else max(in_grid[site.name], in_grid[site.variable] if site.variable else 0)
-            knob = _site_knob(site, uses)
+            knob = _site_knob(site, uses, couplings, now)
             if knob is not None:
                 by_site.append(knob)
     # as the first tuner listed them: its literals, then the sites beyond them, each line's in that order
@@ -321,14 +330,23 @@ def _located(source: str) -> Located:
 def apply_knob(source: str, knob: Knob, value: int) -> str:
     """`source` with `knob` (one of `tunable_knobs(source)`) set to `value`: its literal replaced, or its
     expression scaled by that step; every other byte stays."""
-    return rewrite(_located(source), [_change(knob, value)])
+    return apply_knobs(source, {knob.key: value}, [knob])
 
 
-def apply_knobs(source: str, values_by_key: dict[str, int]) -> str:
-    """Several knobs (by key) set in one rewrite of one parse; each edit is checked as `apply_knob` checks it."""
+def apply_knobs(source: str, values_by_key: dict[str, int], knobs: list[Knob] | None = None) -> str:
+    """Several knobs (by key) set in one rewrite of one parse, each edit checked against its site's
+    constraints and the whole against the couplings of the sites it moves (EditError)."""
     located = _located(source)
-    knobs = {knob.key: knob for knob in tunable_knobs(source)}
-    missing = [key for key in values_by_key if key not in knobs]
+    by_key = {knob.key: knob for knob in (knobs if knobs is not None else tunable_knobs(source))}
+    missing = [key for key in values_by_key if key not in by_key]
     if missing:
         raise EditError(f"no knob {', '.join(missing)} in the source")
-    return rewrite(located, [_change(knobs[key], value) for key, value in values_by_key.items()])
+    if located.discovery.couplings:
+        values = {site.key: site.value for site in located.discovery.sites if site.value is not None}
+        values.update({by_key[key].site.key: value for key, value in values_by_key.items()  # type: ignore[union-attr]
+                       if by_key[key].site is not None and not by_key[key].expression})
+        moved = {by_key[key].site.key for key in values_by_key if by_key[key].site is not None}  # type: ignore[union-attr]
+        problems = _broken(tuple(c for c in located.discovery.couplings if moved & set(c.sites)), values)
+        if problems:
+            raise EditError("; ".join(problems))
+    return rewrite(located, [_change(by_key[key], value) for key, value in values_by_key.items()])

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.providers.base import ProposalContext
+from orchestrator.providers.tune.edits import EditError
 from orchestrator.providers.tune.knobs import (
     DOWN,
     UP,
@@ -36,7 +37,8 @@ _PREFERENCES: dict[str, dict[tuple[str, int], float]] = {
     "unknown": {("block", UP): 3, ("tile", UP): 2, ("warps", UP): 1, ("stages", UP): 1, ("group", UP): 0.5,
                 ("block", DOWN): 0.6, ("tile", DOWN): 0.5, ("warps", DOWN): 0.5, ("stages", DOWN): 0.3},
     "launch": {("block", UP): 3, ("tile", UP): 2, ("warps", DOWN): 1.5, ("stages", DOWN): 1, ("warps", UP): 0.5},
-    "memory": {("block", UP): 3, ("stages", UP): 2, ("warps", UP): 2, ("tile", UP): 1.5, ("group", UP): 1},
+    "memory": {("block", UP): 3, ("stages", UP): 2, ("buffers", UP): 2, ("warps", UP): 2, ("tile", UP): 1.5,
+               ("group", UP): 1},
     "compute": {("tile", UP): 3, ("warps", UP): 2, ("stages", UP): 1.5, ("group", UP): 1, ("block", UP): 1},
     "occupancy": {("tile", DOWN): 3, ("block", DOWN): 2.5, ("stages", DOWN): 2, ("warps", UP): 1},
     "spill": {("tile", DOWN): 3, ("block", DOWN): 3, ("stages", DOWN): 2, ("warps", UP): 2},
@@ -237,7 +239,10 @@ def _paired_moves(context: ProposalContext, knobs: list[Knob], lessons: Lessons,
         configuration = tuple(sorted({**incumbent, knob.key: value, warps.key: more_warps}.items()))
         if configuration in lessons.tried:
             continue
-        source = apply_knobs(context.incumbent_source, {knob.key: value, warps.key: more_warps})
+        try:
+            source = apply_knobs(context.incumbent_source, {knob.key: value, warps.key: more_warps})
+        except EditError:  # the pair breaks a relation the code states between knobs
+            continue
         if _excluded(context, source):
             continue
         score = preferences.get((knob.kind, UP), 0.1) + 1.0 + (3.0 if side in lessons.faster else 0.0)
@@ -256,7 +261,10 @@ def _eligible(context: ProposalContext, knob: Knob, direction: int, incumbent: d
         configuration = tuple(sorted({**incumbent, knob.key: value}.items()))
         if configuration in lessons.tried:
             continue
-        source = apply_knob(context.incumbent_source, knob, value)
+        try:
+            source = apply_knob(context.incumbent_source, knob, value)
+        except EditError:  # the value breaks a relation the code states between knobs
+            continue
         if _excluded(context, source):
             continue
         found += 1

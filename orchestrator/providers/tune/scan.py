@@ -9,8 +9,10 @@ The source is parsed once per text (libcst for the nodes an edit replaces, ast o
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -86,6 +88,7 @@ class Found:
     absent_from: cst.Call | None = None
     group: int = 0  # the id of the triton.Config call an entry belongs to (0 elsewhere): entries set together
     pinned: str = ""  # why a style leaves this place as written, however legal another value would be
+    via: str = ""  # the style that found the place, when another claimed it (a TLX buffer count in a config)
 
     @property
     def scope_label(self) -> str:
@@ -134,6 +137,24 @@ def first_line(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+class _Children(cst.CSTVisitor):
+    """Every node's children in one visit (libcst computes `node.children` by visiting, node by node)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.children: dict[int, list[cst.CSTNode]] = {}
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.children.setdefault(id(self.stack[-1]), []).append(node)
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+
 class Scan:
     """One parse of a source: its scopes, its kernels, and every knob site with the node that holds its value."""
 
@@ -141,6 +162,9 @@ class Scan:
         self.source = source
         self.module = cst.parse_module(source)
         self.positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        collected = _Children()
+        self.module.visit(collected)
+        self._children = collected.children
         self.tree = ast.parse(source)
         self.loaded = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         self.facts: dict[str, KernelFacts] = kernel_facts(self.tree)
@@ -151,7 +175,24 @@ class Scan:
         self.module_scope = Scope("", self.module, None)
         self.scopes: list[Scope] = []
         self.kernel_nodes: dict[str, cst.FunctionDef] = {}
+        self.readings: dict[str, Any] = {}  # what a style read of the kernels before searching, by its site
+        # pairs of places whose values must keep a relation together (a tile split across TLX's MMA groups)
+        self.couplings: list[tuple[Found, Found, Callable[[int, int], bool], str]] = []
         self._collect_scopes(self.module, self.module_scope)
+
+    def walk(self, node: cst.CSTNode, *, into_scopes: bool) -> Iterator[cst.CSTNode]:
+        """`walk` over this scan's tree, with the children read in one visit."""
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            yield current
+            if into_scopes or current is node or not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                stack.extend(reversed(self._children.get(id(current), ())))
+
+    @functools.cached_property
+    def calls(self) -> tuple[cst.Call, ...]:
+        """Every call in the file, in source order."""
+        return tuple(node for node in self.walk(self.module, into_scopes=True) if isinstance(node, cst.Call))
 
     def line(self, node: cst.CSTNode) -> int:
         return self.positions[node].start.line
@@ -163,7 +204,7 @@ class Scan:
     # ---- scopes ----------------------------------------------------------------------------------
 
     def _collect_scopes(self, root: cst.CSTNode, scope: Scope) -> None:
-        for node in walk(root, into_scopes=False):
+        for node in self.walk(root, into_scopes=False):
             if node is root:
                 continue
             if isinstance(node, cst.FunctionDef):

@@ -9,6 +9,7 @@
 | `heuristic` | `heuristic` | a `@triton.heuristics` lambda |
 | `grid` | `launch_grid` | a launch grid (read, never edited), a persistent kernel's program count |
 | `loop` | `loop` | a `tl.range(..., num_stages=N)` loop's pipelining |
+| `tlx_buffers` | `tlx` | a TLX kernel's buffer count (`tlx.local_alloc(..., NUM_STAGES)`), wherever its value is set |
 
 Each style says where its knobs are, what their code demands, which edits they take and how a report names them
 (`base.SiteStyle`); `discovery` asks the registry instead of naming styles itself. docs/tuner.md, "Adding a knob
@@ -24,6 +25,7 @@ from orchestrator.providers.tune.styles import (
     launch,
     launch_grid,
     loop,
+    tlx,
     wrapper,
 )
 from orchestrator.providers.tune.styles.base import SiteStyle
@@ -31,10 +33,12 @@ from orchestrator.providers.tune.styles.base import SiteStyle
 # In the order reports list their categories (explain.py): module constants, launch arguments, wrapper
 # assignments, triton.autotune, triton.heuristics, launch grids.
 STYLES: tuple[SiteStyle, ...] = (constant.STYLE, launch.STYLE, loop.STYLE, wrapper.STYLE, autotune.LIST,
-                                 autotune.ENTRY, autotune.KEY, heuristic.STYLE, launch_grid.STYLE)
+                                 autotune.ENTRY, autotune.KEY, heuristic.STYLE, launch_grid.STYLE, tlx.STYLE)
 # In the order they search a scan: a place two styles reach is described by the first (a module constant a
-# launch passes is recorded with that launch's kernel before the constants' own search finds it).
-FINDERS: tuple[SiteStyle, ...] = (autotune.LIST, heuristic.STYLE, launch.STYLE, constant.STYLE, loop.STYLE)
+# launch passes is recorded with that launch's kernel before the constants' own search finds it); the TLX
+# style comes last because it claims places the others found.
+FINDERS: tuple[SiteStyle, ...] = (autotune.LIST, heuristic.STYLE, launch.STYLE, constant.STYLE, loop.STYLE,
+                                  tlx.STYLE)
 BY_SITE: dict[str, SiteStyle] = {style.site: style for style in STYLES}
 SITE_WORDS: dict[str, str] = {style.site: style.word for style in STYLES}
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import libcst as cst
 
 from orchestrator.providers.tune.constraints import Constraint, KernelFacts
-from orchestrator.providers.tune.domains import literal_kind, parameter_kind
+from orchestrator.providers.tune.domains import literal_kind
 from orchestrator.providers.tune.forms import AutotuneConfig, code
-from orchestrator.providers.tune.scan import LAUNCH_OPTIONS, Found, Scan, dotted, integer, string, walk
+from orchestrator.providers.tune.scan import LAUNCH_OPTIONS, Found, Scan, dotted, integer, string
 from orchestrator.providers.tune.styles.base import SiteStyle
 
 _PASSING_CALLS = ("list", "tuple", "sorted", "filter")  # calls whose result holds the entries they are given
@@ -89,7 +89,7 @@ def _config_list(scan: Scan, node: cst.BaseExpression, depth: int = 0) -> cst.Li
                 return found
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
         function = next((s for s in scan.scopes if s.name == node.func.value and s.parent is scan.module_scope), None)
-        for sub in walk(function.node, into_scopes=False) if function else ():
+        for sub in scan.walk(function.node, into_scopes=False) if function else ():
             if (isinstance(sub, cst.Return) and sub.value is not None
                     and (found := _config_list(scan, sub.value, depth + 1)) is not None):
                 return found
@@ -120,7 +120,7 @@ def _autotune_configs(scan: Scan, kernel: str, configs: cst.BaseExpression, fact
                     continue
                 value = integer(item.value)
                 kwargs[name] = value if value is not None else code(item.value)
-                kind = parameter_kind(name, facts.sizes, facts.uses_dot) if facts else literal_kind(name, False)
+                kind = facts.kind_of(name) if facts else literal_kind(name, False)
                 if kind is not None and value is not None:
                     scan.record(Found(ENTRY.site, name, kind, item.value, None, kernel, scope_name=kernel,
                                   group=id(call)))
@@ -163,11 +163,12 @@ def _comprehension_configs(scan: Scan, kernel: str, comprehension: cst.ListComp,
         values = _module_list(scan, clause.iter)
         if parameter is not None:
             kind = LAUNCH_OPTIONS.get(parameter) or (
-                parameter_kind(parameter, facts.sizes, facts.uses_dot) if facts else literal_kind(parameter, False))
+                facts.kind_of(parameter) if facts else literal_kind(parameter, False))
             elements = values.elements if isinstance(values, (cst.List, cst.Tuple)) else ()
             if kind is not None and elements and all(integer(e.value) is not None for e in elements):
                 for element in elements:
-                    scan.record(Found(ENTRY.site, parameter, kind, element.value, None, kernel, scope_name=kernel))
+                    scan.record(Found(ENTRY.site, parameter, kind, element.value, None, kernel, scope_name=kernel,
+                                  group=id(call)))
                 followed.append(f"{parameter} in {code(values)}")
             else:
                 left.append(f"{parameter} in {code(values)}")

@@ -22,6 +22,9 @@ class SiteStyle:
     looks_for = ""  # what the discovery looks for under that heading ("" where another style of it says)
     own_constraints_only = False  # its places carry all their constraints (a grid's), none from the kernel
 
+    def read(self, scan: Scan) -> None:
+        """Learn what the kernels' code says before any style searches (a kind a constexpr's use gives it)."""
+
     def find(self, scan: Scan) -> None:
         """Record the places of this style in `scan` (`scan.record`). Styles whose places are reached by
         following a launch argument (wrapper assignments, grids) are recorded by the launch style instead."""

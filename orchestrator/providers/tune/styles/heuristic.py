@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from orchestrator.providers.tune.domains import literal_kind, parameter_kind
+from orchestrator.providers.tune.domains import literal_kind
 from orchestrator.providers.tune.scan import Found, Scan, string, subtree
 from orchestrator.providers.tune.styles.base import SiteStyle
 
@@ -25,7 +25,7 @@ class HeuristicStyle(SiteStyle):
                 name = string(element.key) if isinstance(element, cst.DictElement) else None
                 if name is None or not isinstance(element.value, cst.Lambda):
                     continue
-                kind = parameter_kind(name, facts.sizes, facts.uses_dot) if facts else literal_kind(name, False)
+                kind = facts.kind_of(name) if facts else literal_kind(name, False)
                 if kind is None:
                     scan.ignored.append(f"the triton.heuristics entry {name} of {kernel} (not a size, warps, "
                                         "stages or group)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from orchestrator.providers.tune.constraints import Constraint
-from orchestrator.providers.tune.domains import literal_kind, parameter_kind
+from orchestrator.providers.tune.domains import literal_kind
 from orchestrator.providers.tune.forms import code
 from orchestrator.providers.tune.scan import (
     LAUNCH_OPTIONS,
@@ -22,7 +22,6 @@ from orchestrator.providers.tune.scan import (
     dotted,
     first_line,
     string,
-    walk,
 )
 from orchestrator.providers.tune.styles import launch_grid
 from orchestrator.providers.tune.styles.base import SiteStyle
@@ -73,7 +72,7 @@ class LaunchStyle(SiteStyle):
 
     def find(self, scan: Scan) -> None:
         for scope in [scan.module_scope, *scan.scopes]:
-            for node in walk(scope.node, into_scopes=False):
+            for node in scan.walk(scope.node, into_scopes=False):
                 if not isinstance(node, cst.Call):
                     continue
                 if isinstance(node.func, cst.Subscript):
@@ -109,7 +108,7 @@ class LaunchStyle(SiteStyle):
         for name, value, where in passed:
             kind = LAUNCH_OPTIONS.get(name)
             if kind is None and facts is not None and name in facts.constexprs:
-                kind = parameter_kind(name, facts.sizes, facts.uses_dot)
+                kind = facts.kind_of(name)
                 if kind is None:
                     scan.ignored.append(f"{kernel}'s constexpr {name} (not a size, warps, stages or group)")
                 shown.append(f"{name}={first_line(code(value), 40)}")
@@ -135,7 +134,7 @@ class LaunchStyle(SiteStyle):
         `num_stages` only for a kernel with a loop: software pipelining has nothing else to overlap."""
         left_alone = {f.name for f in scan.found if f.site == "heuristic" and f.kernel == kernel}
         body = scan.kernel_nodes[kernel]
-        if not any(isinstance(node, (cst.For, cst.While)) for node in walk(body, into_scopes=True)):
+        if not any(isinstance(node, (cst.For, cst.While)) for node in scan.walk(body, into_scopes=True)):
             left_alone.add("num_stages")
         func = call.func
         assert isinstance(func, cst.Subscript)

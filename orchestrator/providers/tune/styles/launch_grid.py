@@ -32,7 +32,7 @@ def read_grid(scan: Scan, grid: cst.BaseExpression, scope: Scope, kernel: str, a
             expression, where = bindings[0].value, resolved[0]  # type: ignore[assignment,index]
         elif resolved and grid.value in {s.name for s in scan.scopes}:
             function = next(s for s in scan.scopes if s.name == grid.value)
-            returns = [n.value for n in walk(function.node, into_scopes=False)
+            returns = [n.value for n in scan.walk(function.node, into_scopes=False)
                        if isinstance(n, cst.Return) and n.value is not None]
             expression = returns[0] if returns else grid
     body = expression.body if isinstance(expression, cst.Lambda) else expression

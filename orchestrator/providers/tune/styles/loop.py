@@ -7,16 +7,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from orchestrator.providers.tune.scan import Found, Scan, dotted, integer, walk
+from orchestrator.providers.tune.scan import Found, Scan, dotted, integer
 from orchestrator.providers.tune.styles.base import SiteStyle
 
 LOOP_CALLS = ("range", "static_range")
-
-
-def allocates_buffers(kernel: cst.FunctionDef) -> bool:
-    """The kernel allocates shared-memory buffers itself (TLX's `local_alloc`): it pipelines by hand."""
-    return any(isinstance(node, cst.Call) and dotted(node.func) == "local_alloc"
-               for node in walk(kernel, into_scopes=True))
 
 
 class LoopStyle(SiteStyle):
@@ -26,9 +20,10 @@ class LoopStyle(SiteStyle):
 
     def find(self, scan: Scan) -> None:
         for kernel, node in scan.kernel_nodes.items():
-            by_hand = allocates_buffers(node)
-            for call in walk(node, into_scopes=True):
-                if not (isinstance(call, cst.Call) and dotted(call.func) in LOOP_CALLS):
+            calls = [call for call in scan.walk(node, into_scopes=True) if isinstance(call, cst.Call)]
+            by_hand = any(dotted(call.func) == "local_alloc" for call in calls)
+            for call in calls:
+                if dotted(call.func) not in LOOP_CALLS:
                     continue
                 for argument in call.args:
                     value = integer(argument.value)
