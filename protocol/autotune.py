@@ -49,10 +49,13 @@ class AutotuneChoice(StrictModel):
 
 
 class AutotunePin(StrictModel):
-    """What a later worker is given: for this kernel and key, this configuration."""
+    """What a later worker is given: for this kernel and key, this configuration. A call is matched by its key's
+    arguments by name and its tensors' dtypes (`key_values`, what Triton's key is made of), when Triton prunes
+    because the key is not in its cache; `key` is Triton's own tuple, for the record."""
 
     kernel: ShortText
     key: list[KeyItem] = Field(max_length=64)
+    key_values: dict[ShortText, Any] = Field(max_length=64)
     config: dict[str, Any]
 
 
@@ -70,11 +73,11 @@ class AutotuneActivity(StrictModel):
     """What Triton's autotuners did in one process of a worker (`sandbox_worker/autotune_guard.py`)."""
 
     mode: Literal["pin", "tune"]
-    pins_installed: int = Field(default=0, ge=0)  # choices written into autotuners' caches
+    pinned: int = Field(default=0, ge=0)  # keys answered from a choice instead of an autotune
     tuned: int = Field(default=0, ge=0)  # keys autotuned here (configurations benchmarked)
     configurations_timed: int = Field(default=0, ge=0)
     refused: int = Field(default=0, ge=0)  # autotunes refused by name
-    single: int = Field(default=0, ge=0)  # keys whose pruned list held one configuration: nothing to choose
+    single: int = Field(default=0, ge=0)  # calls whose pruned list held one configuration: nothing to choose
     tuned_during: list[ShortText] = Field(default_factory=list, max_length=16)  # phases an autotune ran in
 
 
@@ -101,7 +104,8 @@ class AutotuneRecord(StrictModel):
     winner_experiment_id: str | None = None
 
     def pins(self) -> list[AutotunePin]:
-        return [AutotunePin(kernel=c.kernel, key=c.key, config=c.config) for c in self.choices]
+        return [AutotunePin(kernel=c.kernel, key=c.key, key_values=c.key_values, config=c.config)
+                for c in self.choices]
 
 
 class AutotuneCaseOutcome(StrictModel):

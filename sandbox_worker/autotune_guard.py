@@ -3,12 +3,13 @@
 Installed at setup, before the harness is imported, when the orchestrator sends an autotune setup
 (protocol/autotune.py `AutotuneSetup`); a judge's candidate process is forked after that and inherits it.
 
-- "pin" (every worker after the trusted step): the first call of each autotuned kernel writes the run's choices
-  into the autotuner's own cache, so Triton finds the key there and never benchmarks. A call whose key has no
-  choice, or whose kernel's list no longer holds the chosen configuration, would autotune: it is refused by name
+- "pin" (every worker after the trusted step): where Triton prunes a call's list (it does so only when the call's
+  key is not in its cache), the kernel's own pruning runs first; one configuration left is the kernel's own
+  choice and goes through (fbtriton still "benchmarks" it: answered here without a launch). More are answered
+  with the run's choice for the call's key, matched by the key's arguments by name and the tensors' dtypes
+  (what Triton's key is made of), so Triton caches it and never benchmarks. A call whose key has no choice, or
+  whose kernel's list no longer holds the chosen configuration, would autotune: it is refused by name
   (`AutotuneRefused`), so no worker re-autotunes and a candidate's own autotune timings never choose anything.
-  A pruned list of one configuration is no choice and goes through (fbtriton still "benchmarks" it: answered
-  here without a launch).
 - "tune" (the trusted step, and first-call measurements): the autotune runs, each configuration announced
   (`on_progress`) and its timing kept; under TRITON_INTERPRET=1, where Triton has no benchmarker ("0 active
   drivers"), each configuration is timed here on the CPU instead. Choices made are reused by later autotuner
@@ -17,11 +18,12 @@ Installed at setup, before the harness is imported, when the orchestrator sends 
 What this relies on in Triton's `triton.runtime.autotuner.Autotuner`, the same in upstream 3.6 and 3.9 and in
 Meta's fbtriton 3.7.4 (TLX): `run(*args, **kwargs)` is every call's way in (fbtriton's C dispatch proxy falls back
 to it on a miss, and seeds itself from what `run` chose); `cache` is a dict from the call's key tuple to the
-chosen `Config`, consulted before any pruning or benchmark; `configs`, `keys` and `arg_names` are the list, the
-key's argument names and the kernel's; `_bench(*args, config, **meta)` times one configuration through
-`do_bench` (a `functools.cached_property`, so an instance attribute replaces it); `prune_configs` (fbtriton:
-also `_prune_configs`) prunes. The key itself is never recomputed here: the trusted step reads the keys
-Triton put in `cache`, and later workers give them back. Only the standard library is imported at module level.
+chosen `Config`, consulted before any pruning or benchmark, and a list pruned to one is cached as it is;
+`configs`, `keys`, `arg_names` and `nargs` (the call's positional arguments by name, set before pruning) are the
+list, the key's argument names and the call's; `prune_configs(kwargs)` (fbtriton: through
+`_prune_configs(kwargs, configs)`) prunes; `_bench(*args, config, **meta)` times one configuration through
+`do_bench` (a `functools.cached_property`, so an instance attribute replaces it). Triton's key tuple itself is
+only read (from `cache`, for the record), never rebuilt. Only the standard library is imported at module level.
 """
 
 from __future__ import annotations
@@ -154,13 +156,13 @@ class _Tuning:
 @dataclass
 class Guard:
     mode: str  # "pin" or "tune"
-    pins: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]]  # kernel -> [(key, config)]
+    pins: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]  # kernel -> [(key values, config)]
     interpreter: bool
     on_progress: Callable[[dict[str, Any]], None] | None = None
     case_id: str | None = None  # the trusted step's current case (progress and choices name it)
     phase: Callable[[], str | None] = lambda: None
     counts: dict[str, int] = field(default_factory=lambda: {
-        "pins_installed": 0, "tuned": 0, "configurations_timed": 0, "refused": 0, "single": 0})
+        "pinned": 0, "tuned": 0, "configurations_timed": 0, "refused": 0, "single": 0})
     tuned_during: list[str] = field(default_factory=list)
     choices: list[dict[str, Any]] = field(default_factory=list)  # tune mode: every choice made here
 
@@ -177,9 +179,9 @@ class Guard:
     def run(self, original: Callable[..., Any], tuner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not tuner.__dict__.get(_PREPARED):
             self._prepare(tuner)
+        tuner.__dict__.update(_tlx_pruned=None, _tlx_pinned=False)
         if self.mode != "tune" or not isinstance(getattr(tuner, "cache", None), dict):
             return original(tuner, *args, **kwargs)
-        self._install_pins(tuner, kernel_name(tuner))  # a choice another object of this kernel made since
         before = set(tuner.cache)
         tuner.__dict__["_tlx_tuning"] = _Tuning(key_values=_key_values(tuner, args, kwargs), started=time.monotonic())
         try:
@@ -191,25 +193,17 @@ class Guard:
     def _prepare(self, tuner: Any) -> None:
         tuner.__dict__[_PREPARED] = True
         name = kernel_name(tuner)
-        configs = getattr(tuner, "configs", None)
-        cache = getattr(tuner, "cache", None)
-        if not isinstance(configs, list) or not isinstance(cache, dict):
-            problem = ("this Triton's Autotuner keeps no `cache` dict and `configs` list, so its choice cannot be "
-                       "pinned or read")
-            tuner._bench = self._refusing(tuner, name, problem)
+        if not isinstance(getattr(tuner, "configs", None), list) or not isinstance(getattr(tuner, "cache", None), dict):
+            tuner._bench = self._refusing(tuner, name, "this Triton's Autotuner keeps no `cache` dict and `configs` "
+                                                       "list, so its choice cannot be pinned or read")
             return
-        missing = self._install_pins(tuner, name)
-        self._count_pruning(tuner)
+        # Triton prunes exactly when a call's key is not in its cache: the one place to answer from a choice
+        where = "_prune_configs" if callable(getattr(tuner, "_prune_configs", None)) else "prune_configs"
+        setattr(tuner, where, self._pruning(tuner, name, getattr(tuner, where)))
         if self.mode == "pin":
-            if missing:
-                problem = (f"the run chose {_short(missing[0])} for it, which this kernel's list of {len(configs)} "
-                           "configurations does not hold")
-            else:
-                problem = "the run's autotune step made no choice for this key"
-            tuner._bench = self._refusing(tuner, name, problem)
+            tuner._bench = self._refusing(tuner, name, "the run's autotune step made no choice for this key")
             return
-        original_bench = tuner._bench
-        tuner._bench = self._timing(tuner, name, original_bench)
+        tuner._bench = self._timing(tuner, name, tuner._bench)
         if self.interpreter:
             try:
                 tuner.do_bench = interpreter_bench
@@ -217,58 +211,59 @@ class Guard:
                 raise AutotuneUnpinnable(f"{name}: cannot give this Triton's Autotuner a CPU benchmarker "
                                          f"({exc})") from None
 
-    def _install_pins(self, tuner: Any, name: str) -> list[dict[str, Any]]:
-        """Write the choices for this kernel into its autotuner's cache; the chosen configurations its list lacks."""
-        missing: list[dict[str, Any]] = []
-        for key, wanted in self.pins.get(name, []):
-            if key in tuner.cache:
-                continue
-            config = next((c for c in tuner.configs if describe_config(c) == wanted), None)
-            if config is None:
-                missing.append(wanted)
-            else:
-                tuner.cache[key] = config
-                self.counts["pins_installed"] += 1
-        return missing
+    def _pruning(self, tuner: Any, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The kernel's own pruning, then: one configuration left is the kernel's own choice; more are answered
+        from the choice for the call's key (its arguments by name and dtypes), or refused (pin mode), or timed
+        (tune mode, the trusted step)."""
 
-    def _count_pruning(self, tuner: Any) -> None:
-        """Note how many configurations the kernel's own pruning leaves, wherever this Triton prunes."""
-        for attribute in ("prune_configs", "_prune_configs"):
-            method = getattr(tuner, attribute, None)
-            if not callable(method):
-                continue
-
-            def counted(*args: Any, _method: Callable[..., Any] = method, **kwargs: Any) -> Any:
-                pruned = _method(*args, **kwargs)
-                tuner.__dict__["_tlx_pruned"] = len(pruned)
+        def prune(*args: Any, **kwargs: Any) -> Any:
+            pruned = original(*args, **kwargs)
+            tuner.__dict__["_tlx_pruned"] = len(pruned)
+            if len(pruned) <= 1:
+                self.counts["single"] += 1
                 return pruned
+            call_kwargs = args[0] if args and isinstance(args[0], dict) else {}
+            key_values = _key_values(tuner, (), {**(getattr(tuner, "nargs", None) or {}), **call_kwargs})
+            wanted = next((config for values, config in self.pins.get(name, []) if values == key_values), None)
+            chosen = next((c for c in tuner.configs if describe_config(c) == wanted), None) if wanted else None
+            if chosen is not None:
+                self.counts["pinned"] += 1
+                tuner.__dict__.update(_tlx_pruned=1, _tlx_pinned=True)
+                return [chosen]
+            if self.mode == "tune":
+                return pruned
+            self.counts["refused"] += 1
+            problem = (f"the run chose {_short(wanted)} for it, which this kernel's list of {len(tuner.configs)} "
+                       "configurations does not hold" if wanted else "the run's autotune step made no choice for "
+                       "this key")
+            raise AutotuneRefused(_refusal(name, len(pruned), key_values, problem))
 
-            setattr(tuner, attribute, counted)
+        return prune
 
     def _refusing(self, tuner: Any, name: str, problem: str) -> Callable[..., Any]:
+        """A pinned worker's `_bench`: never times anything."""
+
         def refuse(*args: Any, config: Any = None, **meta: Any) -> Any:
             if tuner.__dict__.get("_tlx_pruned") == 1:  # one configuration left: nothing to choose, nothing run
-                self.counts["single"] += 1
                 return [0.0, 0.0, 0.0]
             self.counts["refused"] += 1
             listed = len(getattr(tuner, "configs", []) or [])
-            raise AutotuneRefused(
-                f"{name}: autotune over {tuner.__dict__.get('_tlx_pruned', listed)} configurations for "
-                f"{_short(_key_values(tuner, args, meta))} refused: {problem}; a worker never autotunes after the "
-                "run's autotune step (keep the run's choice in the list, or give the kernel one configuration "
-                "per key; docs/autotune.md)")
+            raise AutotuneRefused(_refusal(name, tuner.__dict__.get("_tlx_pruned") or listed,
+                                           _key_values(tuner, args, meta), problem))
 
         return refuse
 
     def _timing(self, tuner: Any, name: str, original_bench: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, config: Any, **meta: Any) -> Any:
-            tuning: _Tuning | None = tuner.__dict__.get("_tlx_tuning")
             of = int(tuner.__dict__.get("_tlx_pruned") or len(tuner.configs))
+            if of == 1:  # fbtriton times a list of one too: there is nothing to choose, so nothing is run
+                return [0.0, 0.0, 0.0]
+            tuning: _Tuning | None = tuner.__dict__.get("_tlx_tuning")
             index = len(tuning.timings) + 1 if tuning is not None else 1
             described = describe_config(config)
             if self.on_progress is not None:
                 self.on_progress({"kernel": name, "key": _key_values(tuner, args, meta), "case_id": self.case_id,
-                                  "configuration": min(index, max(of, 1)), "of": max(of, 1), "config": described})
+                                  "configuration": min(index, of), "of": of, "config": described})
             result = original_bench(*args, config=config, **meta)
             self.counts["configurations_timed"] += 1
             if tuning is not None:
@@ -279,34 +274,38 @@ class Guard:
         return timed
 
     def _note_choices(self, tuner: Any, before: set[Any], tuning: _Tuning) -> None:
+        """After a call in tune mode: a key it timed is a choice (and this process's pin for later objects of the
+        kernel); a key answered from such a pin adds the case to that choice."""
         name = kernel_name(tuner)
+        if not tuning.timings:
+            for choice in self.choices:  # a case whose key an earlier call already chose
+                if choice["kernel"] == name and choice["key_values"] == tuning.key_values and self.case_id \
+                        and self.case_id not in choice["case_ids"]:
+                    choice["case_ids"].append(self.case_id)
+            return
         for key in [k for k in tuner.cache if k not in before]:
             config = tuner.cache[key]
             described = describe_config(config)
-            timed = bool(tuning.timings)
-            if timed:
-                self.counts["tuned"] += 1
-                phase = self.phase() or "unknown"
-                if phase not in self.tuned_during:
-                    self.tuned_during.append(phase)
-            elif tuner.__dict__.get("_tlx_pruned") == 1:
-                self.counts["single"] += 1
-            encoded = encode_key(key)
-            self.pins.setdefault(name, []).append((tuple(encoded), described))  # later objects of this kernel
+            self.counts["tuned"] += 1
+            phase = self.phase() or "unknown"
+            if phase not in self.tuned_during:
+                self.tuned_during.append(phase)
+            self.pins.setdefault(name, []).append((tuning.key_values, described))  # later objects of this kernel
             measured = next((t["median_ms"] for t in tuning.timings if t["config"] == described), None)
             self.choices.append({
-                "kernel": name, "key": encoded, "key_values": tuning.key_values,
+                "kernel": name, "key": encode_key(key), "key_values": tuning.key_values,
                 "case_ids": [self.case_id] if self.case_id else [], "config": described,
                 "config_index": next((i for i, c in enumerate(tuner.configs) if c is config), None),
                 "configs_listed": max(len(tuner.configs), 1), "configs_tried": max(len(tuning.timings), 1),
                 "measured_ms": measured, "timings": tuning.timings[:512],
                 "seconds": max(time.monotonic() - tuning.started, 0.0),
                 "timer": "interpreter_cpu" if self.interpreter else "triton"})
-        if not any(k not in before for k in tuner.cache) and self.case_id:
-            for choice in self.choices:  # a case whose key an earlier case already chose
-                if choice["kernel"] == name and choice["key_values"] == tuning.key_values \
-                        and self.case_id not in choice["case_ids"]:
-                    choice["case_ids"].append(self.case_id)
+
+
+def _refusal(name: str, count: int, key_values: dict[str, Any], problem: str) -> str:
+    return (f"{name}: autotune over {count} configurations for {_short(key_values)} refused: {problem}; a worker "
+            "never autotunes after the run's autotune step (keep the run's choice in the list, or give the kernel "
+            "one configuration per key; docs/autotune.md)")
 
 
 def _short(value: Any) -> str:
@@ -365,9 +364,9 @@ def install(setup: dict[str, Any], *, interpreter: bool,
             on_progress: Callable[[dict[str, Any]], None] | None = None,
             phase: Callable[[], str | None] = lambda: None) -> Guard:
     """Guard every Triton autotuner of this process (and of processes forked from it) as `setup` says."""
-    pins: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {}
+    pins: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for pin in setup.get("pins") or []:
-        pins.setdefault(str(pin["kernel"]), []).append((tuple(pin["key"]), dict(pin["config"])))
+        pins.setdefault(str(pin["kernel"]), []).append((dict(pin["key_values"]), dict(pin["config"])))
     guard = Guard(mode=str(setup.get("mode", "pin")), pins=pins, interpreter=interpreter, on_progress=on_progress,
                   phase=phase)
     _installed[:] = [guard]
@@ -383,7 +382,7 @@ def sanitized_activity(value: Any) -> dict[str, Any] | None:
     """Another process's `Guard.activity()` (a judge's candidate process) reduced to its known fields, or None."""
     if not isinstance(value, dict) or value.get("mode") not in ("pin", "tune"):
         return None
-    counts = {name: value.get(name) for name in ("pins_installed", "tuned", "configurations_timed", "refused", "single")}
+    counts = {name: value.get(name) for name in ("pinned", "tuned", "configurations_timed", "refused", "single")}
     if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 31 for n in counts.values()):
         return None
     phases = value.get("tuned_during")

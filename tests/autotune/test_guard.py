@@ -35,7 +35,8 @@ def tuned() -> dict:
 
 
 def pins_of(report: dict) -> list[dict]:
-    return [{"kernel": c["kernel"], "key": c["key"], "config": c["config"]} for c in report["choices"]]
+    return [{"kernel": c["kernel"], "key": c["key"], "key_values": c["key_values"], "config": c["config"]}
+            for c in report["choices"]]
 
 
 def test_tune_mode_chooses_once_per_key_with_the_cpu_timer(tuned):
@@ -52,8 +53,8 @@ def test_tune_mode_chooses_once_per_key_with_the_cpu_timer(tuned):
         assert choice["config"]["kwargs"]["BLOCK_SIZE"] in (64, 128, 256, 512)
     # the same key again, and the kernel loaded a second time: no second autotune
     assert choices[(300, "torch.float32", "torch.float32", "torch.float32")]["case_ids"] == ["a", "c"]
-    # the other loads took each choice from the first (1 + 1 pins before the second key, 2 after), timing nothing
-    assert tuned["activity"] == {"mode": "tune", "pins_installed": 4, "tuned": 2, "configurations_timed": 8,
+    # the other loads answered each key from the first's choice (early: 300 and 129, second: 300), timing nothing
+    assert tuned["activity"] == {"mode": "tune", "pinned": 3, "tuned": 2, "configurations_timed": 8,
                                  "refused": 0, "single": 0, "tuned_during": ["unknown"]}
     progress = [(e["key"]["n_elements"], e["configuration"], e["of"]) for e in tuned["progress"]]
     assert progress == [(n, i, 4) for n in (300, 129) for i in (1, 2, 3, 4)]
@@ -62,7 +63,7 @@ def test_tune_mode_chooses_once_per_key_with_the_cpu_timer(tuned):
 def test_pin_mode_runs_the_choice_and_never_benchmarks(tuned):
     report = child("pin", KERNEL, json.dumps(pins_of(tuned)), json.dumps([300, 129, 300]))
     assert report["calls"] == [{"n": 300, "correct": True}, {"n": 129, "correct": True}, {"n": 300, "correct": True}]
-    assert report["activity"]["pins_installed"] == 2
+    assert report["activity"]["pinned"] == 2
     assert (report["activity"]["configurations_timed"], report["activity"]["tuned"], report["progress"]) == (0, 0, [])
 
 
@@ -85,19 +86,23 @@ def test_a_list_without_the_choice_is_refused_naming_the_choice(tuned, tmp_path)
     refused = report["calls"][0]["refused"]
     assert "which this kernel's list of 4 configurations does not hold" in refused
     assert any(f"the run chose BLOCK_SIZE={block} " in refused for block in chosen)
-    assert report["activity"]["pins_installed"] == 0
+    assert report["activity"]["pinned"] == 0
 
 
-def test_a_list_pruned_to_one_configuration_is_no_autotune(tmp_path):
+def test_a_list_pruned_to_one_configuration_is_no_autotune_and_keeps_its_own_choice(tuned, tmp_path):
+    """A kernel whose own pruning leaves one configuration per call (a winner shipped with its list pruned) runs
+    that one: the run's choice for the same key is not forced on it."""
     source = KERNEL.read_text().replace(
         '    key=["n_elements"],\n',
         '    key=["n_elements"],\n'
-        '    prune_configs_by={"early_config_prune": lambda configs, named_args, **kwargs: [configs[-1]]},\n')
+        '    prune_configs_by={"early_config_prune": lambda configs, named_args, **kwargs: [configs[1]]},\n')
     kernel = tmp_path / "pruned.py"
     kernel.write_text(source)
-    report = child("pin", kernel, "[]", json.dumps([300]))
+    report = child("pin", kernel, json.dumps(pins_of(tuned)), json.dumps([300]))
+    assert report["activity"]["pinned"] == 0
     assert report["calls"] == [{"n": 300, "correct": True}]
-    assert (report["activity"]["refused"], report["activity"]["configurations_timed"]) == (0, 0)
+    assert (report["activity"]["refused"], report["activity"]["configurations_timed"], report["activity"]["single"]) \
+        == (0, 0, 1)
 
 
 def test_only_plain_keys_can_be_written_down():
@@ -107,7 +112,7 @@ def test_only_plain_keys_can_be_written_down():
 
 
 def test_what_a_candidate_process_says_of_itself_is_kept_to_the_known_fields():
-    honest = {"mode": "pin", "pins_installed": 2, "tuned": 0, "configurations_timed": 0, "refused": 0, "single": 0,
+    honest = {"mode": "pin", "pinned": 2, "tuned": 0, "configurations_timed": 0, "refused": 0, "single": 0,
               "tuned_during": []}
     assert sanitized_activity({**honest, "extra": "x" * 10_000}) == honest
     assert sanitized_activity({**honest, "tuned": -1}) is None

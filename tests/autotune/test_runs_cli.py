@@ -67,7 +67,7 @@ def test_optimize_autotunes_once_and_pins_the_choice_everywhere(tmp_path):
     benchmarked = [ev for _, ev in evaluations if any(c["samples_us"] for c in ev["cases"])]
     assert benchmarked and all(ev["worker"]["autotune"]["candidate_process"]["tuned"] == 0 for ev in benchmarked)
     baseline = result["baseline"]["worker"]["autotune"]
-    assert baseline["candidate_process"]["pins_installed"] == 2  # the judge's candidate process took the pins
+    assert baseline["candidate_process"]["pinned"] == 2  # the judge's candidate process took the pins
 
     lost = run.experiment("r001-c000")
     assert lost["decision"]["status"] == "rejected"
@@ -75,7 +75,7 @@ def test_optimize_autotunes_once_and_pins_the_choice_everywhere(tmp_path):
     assert "does not hold" in lost["decision"]["reason"]
     kept = run.experiment("r002-c000")
     candidate = next(ev for ev in kept["evaluations"] if ev["label"] == "candidate")
-    assert candidate["status"] == "ok" and candidate["worker"]["autotune"]["candidate_process"]["pins_installed"] == 2
+    assert candidate["status"] == "ok" and candidate["worker"]["autotune"]["candidate_process"]["pinned"] == 2
 
     report = result["report"]["autotune"]
     assert report["untouched_first_call"]["autotuned"] == 1

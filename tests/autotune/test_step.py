@@ -36,7 +36,7 @@ def workers(tmp_path: Path, seconds: float = 120.0) -> tuple[StepWorkers, io.Str
 
 
 def test_the_untouched_kernels_autotune_runs_once_per_key(tmp_path, monkeypatch):
-    monkeypatch.setattr(autotune_phase, "HEARTBEAT_SECONDS", 0.5)
+    monkeypatch.setattr(autotune_phase, "HEARTBEAT_SECONDS", 0.02)
     step, stream = workers(tmp_path)
     record = trio.run(run_step, step, (EXAMPLE / "kernel.py").read_text())
     assert record is not None and record.kernels == ["add_kernel"]
@@ -59,7 +59,7 @@ def test_the_untouched_kernels_autotune_runs_once_per_key(tmp_path, monkeypatch)
     assert [line.split("progress='")[1].split("'")[0] for line in progress] == \
         [f"configuration {i} of 4" for i in (1, 2, 3, 4)] * 2
     assert all("kernel=add_kernel" in line and "key='n_elements=" in line for line in progress)
-    assert any("autotune status=running" in line for line in lines)  # the worker was quiet for over 0.5 s
+    assert any("autotune status=running" in line for line in lines)  # a compile or a configuration kept the worker quiet for over 0.02 s
     assert sum("autotune choice kernel=add_kernel" in line for line in lines) == 2
 
 
