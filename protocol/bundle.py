@@ -86,6 +86,9 @@ class Budget(StrictModel):
     # and the candidate is rejected, whatever the aggregate (orchestrator/decision/gates.py); 1.0 turns it off.
     # Calibrated on the recorded runs: docs/results/2026-12-03-case-regression-calibration.md.
     max_case_regression: float = Field(default=0.02, ge=0.0, le=1.0)
+    # A kernel that autotunes itself: the trusted step that runs its own autotune once per key for the run
+    # (orchestrator/autotune/step.py), compiles included; past it the run stops, naming the configuration it was at.
+    max_autotune_seconds: float = Field(default=240.0, gt=0)
 
 
 # Where a target runs in Triton's CPU interpreter, its timings measure Python executing each program on a

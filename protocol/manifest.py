@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from protocol.autotune import AutotuneRecord
 from protocol.base import StrictModel
 from protocol.bundle import Budget, BudgetSource, Target
 from protocol.lock import LockSummary
@@ -81,3 +82,5 @@ class RunManifest(StrictModel):
     device: str | None  # what the baseline's worker reported
     record_format: int = 0  # RECORD_FORMAT of the run that wrote it; absent (0) in runs older than resume
     working_directory: str | None = None  # where the command ran: the recorded command's relative paths start here
+    # a kernel that autotunes itself: the choice per key its trusted step made, pinned in every worker
+    autotune: AutotuneRecord | None = None

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from protocol.autotune import AutotuneActivity, AutotuneChoice, AutotuneRecord, FirstCall
 from protocol.base import StrictModel
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.worker import PidNamespace, ScreenedVariant
@@ -82,6 +83,9 @@ class WorkerRecord(StrictModel):
     verdict_process: str | None = None  # "judge" (verdicts outside the candidate's process) or "candidate"
     # set on a baseline run in the candidate's process because the judge could not take the untouched kernel
     verdict_fallback: str = ""
+    # what Triton's autotuners did in the worker ("worker") and in a judge's candidate process, as the worker's
+    # `finished` event said (protocol/autotune.py); None when the worker was given no autotune setup
+    autotune: dict[str, AutotuneActivity] | None = None
 
 
 class CommandSeed(StrictModel):
@@ -104,6 +108,9 @@ class Evaluation(StrictModel):
     seed: int = 0
     command_seeds: list[CommandSeed] = Field(default_factory=list)
     screening: list[ScreenedVariant] | None = None  # a screening worker's ranking input (never a verdict)
+    # the trusted autotune step's choices, and a first-call measurement (orchestrator/autotune/)
+    autotune_choices: list[AutotuneChoice] | None = None
+    first_call: FirstCall | None = None
 
     def case(self, case_id: str) -> CaseMeasurement | None:
         return next((c for c in self.cases if c.case_id == case_id), None)
@@ -228,6 +235,8 @@ class RunReport(StrictModel):
     profile_evidence: list[str] = Field(default_factory=list)  # the profilers every candidate had to bring
     # calls in which the provider raised (each a failed proposal, its traceback under provider_failures/)
     provider_failures: int = 0
+    # a kernel that autotunes itself: the choice per key its trusted step made, and first-call latencies
+    autotune: AutotuneRecord | None = None
 
 
 class RunResult(StrictModel):

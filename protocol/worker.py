@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+from protocol.autotune import AutotuneActivity, AutotuneSetup
 from protocol.base import StrictModel
 
 PROTOCOL_VERSION = 1
@@ -43,6 +44,8 @@ class SetupCommand(StrictModel):
     kernel_path: str
     target: dict[str, Any]
     isolation: IsolationConfig
+    # kernels that autotune themselves: pin the run's choice, or (the trusted step) let the autotune run
+    autotune: AutotuneSetup | None = None
 
 
 class BuildCommand(StrictModel):
@@ -101,12 +104,32 @@ class ScreenCommand(StrictModel):
     observe_locals: bool = False
 
 
+class AutotuneCommand(StrictModel):
+    """The trusted autotune step: call the untouched kernel through the harness's verify, case by case, and let
+    its autotune run (orchestrator/autotune/step.py); the reply is every choice made."""
+
+    kind: Literal["autotune"] = "autotune"
+    command_id: int
+    cases: list[dict[str, Any]] = Field(min_length=1)
+    seed: int
+
+
+class FirstCallCommand(StrictModel):
+    """Load the kernel and call it once on one case, in a worker that has done nothing else (first-call latency)."""
+
+    kind: Literal["first_call"] = "first_call"
+    command_id: int
+    case: dict[str, Any]
+    seed: int
+
+
 class ShutdownCommand(StrictModel):
     kind: Literal["shutdown"] = "shutdown"
 
 
 WorkerCommand = Annotated[
-    SetupCommand | BuildCommand | VerifyCommand | BenchmarkCommand | ProfileCommand | ScreenCommand | ShutdownCommand,
+    SetupCommand | BuildCommand | VerifyCommand | BenchmarkCommand | ProfileCommand | ScreenCommand
+    | AutotuneCommand | FirstCallCommand | ShutdownCommand,
     Field(discriminator="kind"),
 ]
 
@@ -159,7 +182,7 @@ class FailureEvent(StrictModel):
 
     kind: Literal["failure"]
     command_id: int | None
-    phase: Literal["setup", "build", "verify", "benchmark", "profile", "screen"]
+    phase: Literal["setup", "build", "verify", "benchmark", "profile", "screen", "autotune", "first_call"]
     error_type: str = Field(max_length=200)
     message: str = Field(max_length=MAX_TEXT)
     traceback: str = Field(default="", max_length=MAX_TEXT)
@@ -170,14 +193,30 @@ class FailureEvent(StrictModel):
                       "build"] = "exception"
 
 
+class AutotuneProgressEvent(StrictModel):
+    """During `autotune` or `first_call`: a kernel's autotune starts timing one more configuration."""
+
+    kind: Literal["autotune_progress"]
+    command_id: int
+    kernel: str = Field(max_length=200)
+    key: dict[Annotated[str, Field(max_length=200)], Any] = Field(max_length=64)  # key argument -> value
+    case_id: str | None = Field(default=None, max_length=200)
+    configuration: int = Field(ge=1)
+    of: int = Field(ge=1)
+    config: dict[str, Any] = Field(max_length=64)
+
+
 class FinishedEvent(StrictModel):
     """The last word of a clean shutdown."""
 
     kind: Literal["finished"]
+    # what Triton's autotuners did, per process ("worker"; "candidate_process" as the judge's candidate
+    # process reported it); absent when the worker was given no autotune setup
+    autotune: dict[Literal["worker", "candidate_process"], AutotuneActivity] | None = None
 
 
 WorkerEvent = Annotated[
-    HelloEvent | ReadyEvent | ReplyEvent | FailureEvent | FinishedEvent,
+    HelloEvent | ReadyEvent | ReplyEvent | FailureEvent | AutotuneProgressEvent | FinishedEvent,
     Field(discriminator="kind"),
 ]
 WORKER_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(WorkerEvent)

@@ -87,6 +87,7 @@ class Worker:
         self.built = False
         self.monitor: AttemptMonitor | None = None
         self.judge: Judge | None = None
+        self.autotune: Any = None  # autotune_step.AutotuneSide when the setup carries an autotune setup
 
     def serve(self) -> int:
         self.channel.send({"kind": "hello", "protocol_version": PROTOCOL_VERSION, "pid": os.getpid(),
@@ -105,7 +106,9 @@ class Worker:
             if kind == "shutdown":
                 if self.judge is not None:
                     self.judge.close()
-                self.channel.send({"kind": "finished"})
+                finished = self.autotune.finished_fields(getattr(self.judge, "candidate_autotune", None)) \
+                    if self.autotune is not None else {}
+                self.channel.send({"kind": "finished", **finished})
                 return 0
             handler = getattr(self, f"on_{kind}", None)
             if handler is None:
@@ -119,6 +122,10 @@ class Worker:
             self.target = setup["target"]
             self.kernel_path = setup["kernel_path"]
             context.set_command_context(seed=None, phase="setup")
+            if setup.get("autotune"):  # before the harness imports Triton (sandbox_worker/autotune_guard.py)
+                from sandbox_worker.autotune_step import AutotuneSide
+
+                self.autotune = AutotuneSide(self.channel, setup["autotune"])
             self.harness = import_harness(setup["harness_path"])
             missing = [name for name in REQUIRED_FUNCTIONS if not callable(getattr(self.harness, name, None))]
             if missing:
@@ -229,6 +236,20 @@ class Worker:
             repetitions=int(command["repetitions"]), seed=int(command["seed"]),
             budget_seconds=float(command.get("budget_seconds", 600.0)),
             observe_locals=bool(command.get("observe_locals", False))))
+
+    def on_autotune(self, command: dict[str, Any]) -> None:
+        """The trusted step (a worker of the untouched kernel, no judge): its autotune runs case by case."""
+        self._run(command, "autotune", lambda: self._autotune_side().autotune(
+            self.harness, self.target, self.kernel_path, command))
+
+    def on_first_call(self, command: dict[str, Any]) -> None:
+        self._run(command, "first_call", lambda: self._autotune_side().first_call(
+            self.harness, self.target, self.kernel_path, command))
+
+    def _autotune_side(self) -> Any:
+        if self.autotune is None or self.autotune.guard.mode != "tune":
+            raise HarnessContractError("autotune and first_call need a setup with an autotune setup in tune mode")
+        return self.autotune
 
     def on_profile(self, command: dict[str, Any]) -> None:
         from sandbox_worker.profiling import run_judged_profile, run_profile

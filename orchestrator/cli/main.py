@@ -125,6 +125,10 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reject a candidate when a protected case's speedup has its upper confidence bound "
                              f"below 1 - FRACTION, whatever the aggregate: default {defaults.max_case_regression:g} "
                              "(target.json may set it; 1 turns it off)")
+    budget.add_argument("--max-autotune-seconds", type=float, metavar="S",
+                        help="a kernel that autotunes itself: its own autotune runs once per key, before any "
+                             "candidate, within this many seconds (compiles included; docs/autotune.md): default "
+                             f"{defaults.max_autotune_seconds:g}")
     measure = parser.add_argument_group("measurement and profiling")
     measure.add_argument("--profile", dest="profile", action="store_true", default=True,
                          help="collect Proton and native profiles (default: on)")
@@ -199,6 +203,9 @@ def _add_validate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fresh workers that benchmark (at least 3; default %(default)s)")
     checks.add_argument("--max-candidate-seconds", type=float,
                         help=f"deadline of each worker: default {defaults.max_candidate_seconds:g}")
+    checks.add_argument("--max-autotune-seconds", type=float,
+                        help="a kernel that autotunes itself: the deadline of its one autotune step (docs/autotune.md): "
+                             f"default {defaults.max_autotune_seconds:g}")
     checks.add_argument("--arch", help="expected architecture (h200, h100, hopper, sm_90, b200, cpu, ...)")
     checks.add_argument("--profile", dest="profile", action="store_true", default=True,
                         help="check that the summary profile selects the main kernel (default: on)")

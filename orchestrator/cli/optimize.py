@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from orchestrator.autotune.optimize_step import optimize_autotune
+from orchestrator.autotune.step import AutotuneStepFailed
 from orchestrator.bundle.budget import resolve_budget
 from orchestrator.bundle.inputs import load_inputs
 from orchestrator.cli.output import fail
@@ -27,7 +29,7 @@ MAX_CONFIRM_PAIRS = 4  # each pair is two more fresh workers
 
 
 BUDGET_FLAGS = ("max_rounds", "candidates_per_round", "max_candidate_seconds", "max_total_seconds", "min_speedup",
-                "max_cv", "benchmark_repetitions", "max_case_regression")
+                "max_cv", "benchmark_repetitions", "max_case_regression", "max_autotune_seconds")
 
 
 REQUIRED_INPUTS = ("kernel", "harness", "cases", "target", "output_dir")
@@ -73,6 +75,11 @@ def optimize_main(args: argparse.Namespace, argv: list[str],
     config.output_dir = output_dir
     log = LiveLog()
     log.attach_file(output_dir / "live.log")
+    try:  # before the preflight: its workers and the run's pin the untouched kernel's own autotune choice
+        config.autotune = optimize_autotune(config, inputs, log)
+    except AutotuneStepFailed as exc:
+        log.close()
+        return fail(str(exc), output_dir=str(output_dir))
     preflight_failure, config.bundle_lock_summary = optimize_builtin(config, inputs, log, output_dir, device_view,
                                                                      arch, locked)
     if preflight_failure is not None:

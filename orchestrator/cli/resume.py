@@ -61,6 +61,7 @@ def recorded_config(recorded: RecordedRun, parse_command: ParseCommand) -> RunCo
     config.isolation_probe = dict(manifest.isolation.probe)
     config.bundle_lock_summary = manifest.bundle_lock.model_dump(mode="json") if manifest.bundle_lock else None
     config.refused_environment = list(manifest.refused_environment)
+    config.autotune = manifest.autotune  # the dead run's choice: a run autotunes once
     return config
 
 

@@ -32,7 +32,7 @@ def load_validate_inputs(args: argparse.Namespace) -> tuple[Inputs, Budget, dict
                          target=absolute(args.target), budget=absolute(args.budget),
                          reference_kernel=absolute(args.reference_kernel))
     given = {"max_cv": args.max_cv, "benchmark_repetitions": args.benchmark_repetitions,
-             "max_candidate_seconds": args.max_candidate_seconds}
+             "max_candidate_seconds": args.max_candidate_seconds, "max_autotune_seconds": args.max_autotune_seconds}
     budget, sources = resolve_budget(inputs.target, given, inputs.budget_overrides)
     return inputs, budget, sources
 
@@ -48,7 +48,7 @@ def validate_main(args: argparse.Namespace, argv: list[str]) -> int:
                         data_limit_bytes=int(args.data_limit_gib * (1 << 30)) if args.data_limit_gib else None,
                         profile=args.profile, arch=args.arch,
                         stability_not_judged=INTERPRETER_STABILITY if sources["max_cv"] == "interpreter default"
-                        else None)
+                        else None, autotune_seconds=budget.max_autotune_seconds)
     if args.output_dir is not None:
         try:
             output_dir = prepare_output_dir(absolute(args.output_dir))  # type: ignore[arg-type]

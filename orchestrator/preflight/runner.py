@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 import trio
 
+from orchestrator.autotune.lines import autotune_check
+from orchestrator.autotune.step import AutotuneStepFailed, StepWorkers, run_step
 from orchestrator.bundle import arch as arch_mod
 from orchestrator.bundle.inputs import FrozenBundle, Inputs, freeze_bundle, sha256_file
 from orchestrator.bundle.interpreter import triton_facts, triton_mismatch
@@ -56,6 +58,7 @@ from orchestrator.run.verdict_fallback import settle_verdict_process, worker_tar
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import become_subreaper
+from protocol.autotune import AutotuneRecord, AutotuneSetup
 from protocol.bundle import Budget, BundleError, Case
 from protocol.lock import BundleLock, CaseStability, CheckResult
 from protocol.profile import ProfileRequest, resolve_native_profiler
@@ -77,13 +80,14 @@ class Settings:
     arch: str | None = None
     # Why benchmark stability is reported but not judged (the CPU interpreter at its default), else None.
     stability_not_judged: str | None = None
+    autotune_seconds: float = Budget().max_autotune_seconds  # the untouched kernel's one autotune step
 
     def to_json(self) -> dict[str, Any]:
         return {"max_cv": self.max_cv, "benchmark_repetitions": self.repetitions,
                 "max_candidate_seconds": self.phase_seconds, "benchmark_workers": self.benchmark_workers,
                 "isolation": self.isolation, "worker_python": self.worker_python,
                 "data_limit_bytes": self.data_limit_bytes, "profile": self.profile, "arch": self.arch,
-                "stability_not_judged": self.stability_not_judged}
+                "stability_not_judged": self.stability_not_judged, "max_autotune_seconds": self.autotune_seconds}
 
 
 @dataclass
@@ -100,6 +104,8 @@ class Preflight:
     bundle: FrozenBundle | None = None
     verdict_fallback: str = ""  # why workers run verdicts in the candidate's process (run/verdict_fallback.py)
     timing_modes: dict[str, str] = field(default_factory=dict)  # decision/timing_modes.py
+    # the untouched kernel's own autotune choice, pinned in every worker (orchestrator/autotune/)
+    autotune: AutotuneRecord | None = None
 
     def freeze(self) -> FrozenBundle:
         self.bundle = freeze_bundle(self.inputs, self.work_root)
@@ -140,7 +146,8 @@ class Preflight:
             repetitions=self.settings.repetitions, work_dir=work_dir, log_path=self.work_root / f"worker-{tag}.log",
             deadline=trio.current_time() + self.settings.phase_seconds, phase_seconds=self.settings.phase_seconds,
             isolation=isolation, worker_python=self.settings.worker_python, benchmark=benchmark,
-            profile_request=factory, timing_modes=fixed_modes(self.inputs.cases, self.timing_modes))
+            profile_request=factory, timing_modes=fixed_modes(self.inputs.cases, self.timing_modes),
+            autotune=AutotuneSetup(mode="pin", pins=self.autotune.pins() if self.autotune else []))
         self.log.progress(f"validate: {tag}")
         evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
         learn_modes(self.timing_modes, evaluation)  # the stability workers are timed as the first one was
@@ -173,9 +180,30 @@ class Preflight:
         return [check_invalid_rejected(results.get("negative-invalid")),
                 check_incorrect_rejected(results.get("negative-incorrect"), self.inputs.cases, how, problem)]
 
+    async def autotune_step(self) -> CheckResult | None:
+        """The untouched kernel's own autotune, once per key, before every other worker (orchestrator/autotune/);
+        None when the kernel has no autotune list to choose from."""
+        assert self.bundle is not None
+        workers = StepWorkers(run_id=self.run_id, harness_path=self.bundle.harness_path, target=self.inputs.target,
+                              cases=self.inputs.cases, work_root=self.work_root / "autotune", log=self.log,
+                              spawner=self.spawner, parent_env=self.parent_env, isolation=self.settings.isolation,
+                              worker_python=self.settings.worker_python, data_limit_bytes=self.settings.data_limit_bytes,
+                              seconds=self.settings.autotune_seconds)
+        try:
+            self.autotune = await run_step(workers, self.inputs.kernel_source)
+        except AutotuneStepFailed as exc:
+            return CheckResult(name="autotune", status="failed", message=str(exc))
+        return autotune_check(self.autotune) if self.autotune is not None else None
+
     async def run_full(self) -> tuple[list[CheckResult], list[CaseStability], Evaluation | None]:
-        """build, verify, benchmark in N fresh workers (sequential: timing must not overlap), profile,
-        then both negative tests side by side."""
+        """The untouched kernel's autotune when it has one; build, verify, benchmark in N fresh workers
+        (sequential: timing must not overlap), profile, then both negative tests side by side."""
+        autotuned = await self.autotune_step()
+        if autotuned is not None and autotuned.status == "failed":
+            why = "not run: the untouched kernel's autotune step failed, so no worker could run it at its choice"
+            return [autotuned, *[skipped_check(name, why) for name in (
+                "build", "verify", "verdict_process", "benchmark_stability", "profile", "negative_invalid_source",
+                "negative_incorrect_output")]], [], None
         untouched = self.write_kernel("untouched", self.inputs.kernel_source)
         profile = self.settings.profile and "profile" in self.inputs.harness_functions
 
@@ -188,7 +216,7 @@ class Preflight:
             self.inputs.target, await self.evaluate("untouched-1", untouched, benchmark=True, profile=profile),
             lambda reason: self.log.event(f"validate verdict_fallback=candidate reason={quote(reason, 700)}"),
             in_candidate_process)
-        checks = [check_build(first), check_verify(first, self.inputs.cases),
+        checks = [*([autotuned] if autotuned else []), check_build(first), check_verify(first, self.inputs.cases),
                   check_verdict_process(self.inputs.target, first, self.verdict_fallback)]
         stability: list[CaseStability] = []
         if first.status is EvaluationStatus.OK:
@@ -255,10 +283,12 @@ def full_validation(inputs: Inputs, *, settings: Settings, arch: arch_mod.ArchSp
 
 def builtin_validation(inputs: Inputs, *, settings: Settings, work_root: Path, log: LiveLog,
                        view: arch_mod.DeviceView, arch: arch_mod.ArchSpec | None,
-                       parent_env: dict[str, str]) -> BundleLock:
-    """optimize's preflight (see the module doc); the returned lock is also written to work_root."""
+                       parent_env: dict[str, str], autotune: AutotuneRecord | None = None) -> BundleLock:
+    """optimize's preflight (see the module doc); the returned lock is also written to work_root. `autotune`:
+    the choice optimize's own autotune step made, which these workers pin."""
     work_root.mkdir(parents=True, exist_ok=True)
-    preflight = Preflight(inputs=inputs, settings=settings, work_root=work_root, log=log, parent_env=parent_env)
+    preflight = Preflight(inputs=inputs, settings=settings, work_root=work_root, log=log, parent_env=parent_env,
+                          autotune=autotune)
     bundle = preflight.freeze()
     log.event("validate status=builtin (device and negative tests; the baseline evaluation builds and verifies; "
               "run tlx-agent validate for benchmark stability and profile checks, then pass --bundle-lock)")
@@ -361,7 +391,7 @@ def optimize_builtin(config: RunConfig, inputs: Inputs, log: LiveLog, output_dir
                         worker_python=config.worker_python, data_limit_bytes=config.data_limit_bytes, profile=False,
                         arch=config.arch)
     lock = builtin_validation(inputs, settings=settings, work_root=output_dir / "validation", log=log, view=view,
-                              arch=arch, parent_env=dict(os.environ))
+                              arch=arch, parent_env=dict(os.environ), autotune=config.autotune)
     summary = lock_summary(lock, None, None)
     if lock.passed:
         return None, summary

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from orchestrator.text import one_line
+from protocol.autotune import AutotuneRecord
 from protocol.batch import BatchSummary
 from protocol.results import Evaluation, ExperimentRecord
 
@@ -33,6 +34,7 @@ class _ResultRecords(BaseModel):
     baseline: Evaluation | None = None
     final: Evaluation | None = None
     experiments: list[ExperimentRecord] = Field(default_factory=list)
+    report: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunRecords(BaseModel):
@@ -45,6 +47,7 @@ class RunRecords(BaseModel):
     notes: list[str]
     # experiment id -> seconds from the run's start to its decision (journal.jsonl); empty without a journal
     decision_seconds: dict[str, float] = Field(default_factory=dict)
+    autotune: AutotuneRecord | None = None  # a kernel that autotunes itself (report.autotune)
 
 
 def decision_seconds(path: Path) -> dict[str, float]:
@@ -127,7 +130,18 @@ def load_run_records(run_dir: Path | None) -> RunRecords:
         best_profiles=profiles[1] if isinstance(profiles[1], dict) else None,
         notes=notes,
         decision_seconds=decision_seconds(run_dir / "journal.jsonl"),
+        autotune=_autotune(result.report, notes),
     )
+
+
+def _autotune(report: dict[str, Any], notes: list[str]) -> AutotuneRecord | None:
+    if not report.get("autotune"):
+        return None
+    try:
+        return AutotuneRecord.model_validate(report["autotune"])
+    except ValidationError as exc:
+        notes.append(f"result.json's report.autotune is not readable: {one_line(exc, 200)}")
+        return None
 
 
 def is_batch_dir(path: Path) -> bool:

@@ -46,6 +46,7 @@ class RunPage(BaseModel):
     progress: list[ProgressPoint] = []
     progress_svg: str | None = None
     timed_by_journal: bool = True  # False: the times are the sum of the records' wall seconds
+    autotune_lines: list[str] = []  # a kernel that autotunes itself: choices and first calls (docs/autotune.md)
 
 
 def _speedup(value: float | None) -> str:
@@ -315,6 +316,17 @@ def _profile_section(view: RunPage) -> list[Safe]:
     ]
 
 
+def _autotune_section(view: RunPage) -> list[Safe]:
+    if not view.autotune_lines:
+        return []
+    return [
+        tag("h2", "The kernel's own autotune"),
+        tag("p", "Run once per key before any candidate, in a worker of the untouched kernel; every later worker "
+                 "pinned this choice. First-call latency: a fresh worker loading the kernel and calling it once."),
+        tag("ul", join([tag("li", line) for line in view.autotune_lines])),
+    ]
+
+
 def render_run_page(view: RunPage) -> str:
     report = view.completion
     title = f"tlx-agent report: {report.kernel or report.output_dir or 'run'}"
@@ -323,6 +335,7 @@ def render_run_page(view: RunPage) -> str:
         tag("h1", "TLX kernel optimization report"),
         _header(report),
         join(notes),
+        *_autotune_section(view),
         *_progress_section(view),
         *_candidates_section(view),
         *_search_section(view),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from orchestrator.autotune.lines import report_lines
 from orchestrator.report_html import data, figures
 from orchestrator.report_html.batch_page import render_batch_page
 from orchestrator.report_html.ceilings import ceilings_for
@@ -80,6 +81,7 @@ def run_page(completion: CompletionReport, run_dir: Path | None) -> str:
         progress_svg=figures.progress_figure(progress),
         timed_by_journal=bool(records.decision_seconds),
         notes=records.notes,
+        autotune_lines=report_lines(records.autotune) if records.autotune is not None else [],
     )
     return render_run_page(view)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from protocol.autotune import AutotuneRecord
 from protocol.bundle import Budget
 
 
@@ -49,3 +50,6 @@ class RunConfig:
     isolation_probe: dict[str, str] = field(default_factory=dict)  # layer -> active/degraded/unavailable
     bundle_lock_summary: dict[str, Any] | None = None  # what validation checked (lock or built-in preflight)
     refused_environment: list[str] = field(default_factory=list)  # target.json environment names not passed on
+    # the untouched kernel's own autotune, run once before the preflight (orchestrator/autotune/): its choice per
+    # key, pinned in every worker; None when the kernel has no autotune list to choose from
+    autotune: AutotuneRecord | None = None

@@ -27,6 +27,7 @@ from orchestrator.source_digest import normalized_digest, raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import end_leftovers
+from protocol.autotune import AutotuneSetup
 from protocol.bundle import Case, Target
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.profile import ProfileRequest, resolve_native_profiler
@@ -123,7 +124,7 @@ class Evaluator:
             worker_python=self.config.worker_python, benchmark=benchmark,
             profile_request=(self.profile_factory(experiment_id, profile_level, profile_reason, diagnostic)
                              if profile_level else None),
-            timing_modes=fixed_modes(self.inputs.cases, state.timing_modes))
+            timing_modes=fixed_modes(self.inputs.cases, state.timing_modes), autotune=self.autotune_setup())
         digest = raw_digest(source) if source is not None else ""
         recorded = self.reusable.pop((experiment_id, tag), None)
         reused = recorded is not None and recorded.label == role.value and bool(digest) \
@@ -154,6 +155,12 @@ class Evaluator:
         self.check_bundle(state)
         self.check_device(state, evaluation)
         return evaluation
+
+    def autotune_setup(self) -> AutotuneSetup:
+        """Every worker of the run pins the untouched kernel's autotune choice and refuses any other autotune
+        (sandbox_worker/autotune_guard.py; docs/autotune.md)."""
+        record = self.config.autotune
+        return AutotuneSetup(mode="pin", pins=record.pins() if record is not None else [])
 
     def worker_target(self, state: RunState) -> Target:
         """The target as workers get it: the bundle's, or with verdicts in the candidate's process when the

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import trio
 
+from orchestrator.autotune.winner import winner_first_call
 from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundle
 from orchestrator.decision.gates import Verdict
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
@@ -142,7 +143,12 @@ class OptimizationRun:
             final, winner = await self.revalidate(state, incumbent)
         else:
             final, winner = await self.conclude_revalidation(state, incumbent, recorded_final, resumed=True)
-        return self.finish(state, baseline, final, winner)
+        result = self.finish(state, baseline, final, winner)
+        if self.config.autotune is not None:  # a kernel that autotunes itself: its choice, first calls before and after
+            assert self.evaluator is not None
+            result.report.autotune = (await winner_first_call(self.evaluator, state, winner)
+                                      if winner is not None else self.config.autotune)
+        return result
 
     def reopen(self, state: RunState, resume: Resumption) -> None:
         """A resumed run works on the frozen bundle the dead run checked, and its commit session as the

@@ -148,7 +148,8 @@ class Screener:
             deadline=min(self.deadline, trio.current_time() + seconds), phase_seconds=seconds,
             isolation=sandbox_for(evaluator.config.isolation, work_dir, None,
                                   data_limit_bytes=evaluator.config.data_limit_bytes, phase_seconds=seconds),
-            worker_python=evaluator.config.worker_python, benchmark=False, screen=command)
+            worker_python=evaluator.config.worker_python, benchmark=False, screen=command,
+            autotune=evaluator.autotune_setup())
         await evaluator.refuse_leftovers()
         evaluator.log.progress(f"{screen_id} screening {len(command.variants)} variant(s)")
         evaluation = await run_evaluation(plan, evaluator.spawner, evaluator.parent_env)

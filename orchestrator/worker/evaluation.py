@@ -22,6 +22,13 @@ import trio
 
 from orchestrator.decision.statistics import sample_stats
 from orchestrator.text import one_line
+from orchestrator.worker.autotune_phase import (
+    PhaseTimedOut,
+    ProgressSink,
+    blank_cases,
+    call_with_progress,
+    take_reply,
+)
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
 from orchestrator.worker.process import (
     OutputCapture,
@@ -32,16 +39,19 @@ from orchestrator.worker.process import (
     WorkerLaunch,
 )
 from orchestrator.worker.process_tree import kill_tree
+from protocol.autotune import AutotuneSetup, AutotuneTimer
 from protocol.bundle import Case, Target
 from protocol.profile import ProfileRequest
 from protocol.results import CaseMeasurement, CommandSeed, Evaluation, EvaluationStatus
 from protocol.worker import (
+    AutotuneCommand,
     BenchmarkCommand,
     BenchmarkValue,
     BuildCommand,
     BuildValue,
     FailureEvent,
     FinishedEvent,
+    FirstCallCommand,
     HelloEvent,
     IsolationConfig,
     ProfileCommand,
@@ -86,6 +96,12 @@ class EvaluationPlan:
     # case id -> the timing mode the run fixed for it (its first measurement's, or the case's own); a case
     # not in it is measured with "auto" and its result says which mode that chose
     timing_modes: dict[str, str] = field(default_factory=dict)
+    autotune: AutotuneSetup | None = None  # the worker's autotune guard: the run's pins, or the trusted step's
+    # the trusted autotune step or a first-call measurement: these commands instead of build/verify/benchmark
+    # (orchestrator/autotune/step.py), their progress to `progress` (autotune_phase.ProgressSink)
+    trusted: list[AutotuneCommand | FirstCallCommand] | None = None
+    progress: ProgressSink | None = None
+    timer: AutotuneTimer = "triton"
 
 
 def sandbox_for(mode: Literal["strict", "standard", "off"], work_dir: Path, profile_dir: Path | None, *,
@@ -253,7 +269,8 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
     await session.connection.ensure_quiet("setup")
     await session.connection.send(SetupCommand(
         run_id=plan.run_id, experiment_id=plan.experiment_id, harness_path=str(plan.harness_path),
-        kernel_path=str(plan.kernel_path), target=plan.target.model_dump(), isolation=isolation))
+        kernel_path=str(plan.kernel_path), target=plan.target.model_dump(), isolation=isolation,
+        autotune=plan.autotune))
     ready = await session.expect((ReadyEvent, FailureEvent), "setup (harness import)")
     if isinstance(ready, FailureEvent):
         raise _Stop(_failure_status(ready) or EvaluationStatus.CRASHED, _failure_reason("harness setup", ready))
@@ -265,7 +282,11 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
 
     if plan.screen is not None:
         await _screen(plan.screen, session, evaluation)
-        await _shutdown(plan, session)
+        await _shutdown(plan, session, evaluation)
+        return
+    if plan.trusted is not None:
+        await _trusted(plan, session, evaluation)
+        await _shutdown(plan, session, evaluation)
         return
 
     session.phase = "build"
@@ -343,7 +364,7 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
                 measurement.profile = {**reply.value, "request": request.model_dump()}
                 measurement.phase_seconds["profile"] = reply.seconds
 
-    await _shutdown(plan, session)
+    await _shutdown(plan, session, evaluation)
 
 
 async def _screen(command: ScreenCommand, session: _Session, evaluation: Evaluation) -> None:
@@ -359,7 +380,26 @@ async def _screen(command: ScreenCommand, session: _Session, evaluation: Evaluat
     evaluation.screening = value.variants
 
 
-async def _shutdown(plan: EvaluationPlan, session: _Session) -> None:
+async def _trusted(plan: EvaluationPlan, session: _Session, evaluation: Evaluation) -> None:
+    """The trusted autotune step's commands (or one first call), each reply awaited through its progress."""
+    for template in plan.trusted or []:
+        session.phase = template.kind
+        session.next_command_id += 1
+        command = template.model_copy(update={"command_id": session.next_command_id})
+        if isinstance(command, AutotuneCommand):
+            blank_cases(evaluation, command.cases)
+        started = trio.current_time()
+        try:
+            reply = await call_with_progress(session.connection, command, deadline=session._phase_deadline(),
+                                             progress=plan.progress)
+        except PhaseTimedOut as exc:
+            raise _Stop(EvaluationStatus.TIMEOUT, str(exc)) from None
+        if isinstance(reply, FailureEvent):
+            raise _Stop(_failure_status(reply) or EvaluationStatus.CRASHED, _failure_reason(command.kind, reply))
+        take_reply(evaluation, command, reply, trio.current_time() - started, plan.timer)
+
+
+async def _shutdown(plan: EvaluationPlan, session: _Session, evaluation: Evaluation) -> None:
     await session.connection.ensure_quiet("shutdown")
     session.phase = "shutdown"
     await session.connection.send(ShutdownCommand())
@@ -372,6 +412,7 @@ async def _shutdown(plan: EvaluationPlan, session: _Session) -> None:
         raise _Stop(EvaluationStatus.TIMEOUT, f"timed out in shutdown: no finished event {window:.1f} s after the command")
     if not isinstance(finished, FinishedEvent):
         raise ProtocolViolation(f"unexpected {finished.kind} event while waiting for the finished event")
+    evaluation.worker.autotune = finished.autotune
     await session.connection.ensure_closed(before=trio.current_time() + SHUTDOWN_MIN_SECONDS)
 
 

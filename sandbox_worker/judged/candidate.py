@@ -13,7 +13,10 @@ it can lie here only to fail. Messages (JSON lines over its own socket):
     GPU targets (record and replay, `recording.py`): the inputs are copied to the GPU and the entry recorded
     judge -> {"kind": "record", "slot", "nonce"}             <- {"kind": "recorded", "record", "outputs"}
     judge -> {"kind": "kernel", "hash"}                      <- {"kind": "kernel", "payload"}
-Any reply also carries `attempts`: what the sandbox refused since the last reply (attempt_monitor).
+Any reply also carries `attempts`: what the sandbox refused since the last reply (attempt_monitor), and, when
+the worker pins autotune choices, `autotune`: what this process's autotuners did (autotune_guard). The guard
+was installed in the worker before the fork, so an autotuned entry's first call here (the CPU judge's first
+`call`, the GPU judge's warm call before the recorded one) takes the run's choice and never benchmarks.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sandbox_worker import autotune_guard
 from sandbox_worker.attempt_monitor import AttemptMonitor
 from sandbox_worker.channel import Channel, ChannelClosed
 from sandbox_worker.failures import failure_event
@@ -57,6 +61,9 @@ class CandidateLoop:
                     raise
                 reply = {"kind": "raised", "nonce": message.get("nonce"), "failure": failure_event(None, "build", exc)}
             reply["attempts"] = self.monitor.new_attempts() if self.monitor is not None else []
+            guard = autotune_guard.installed()  # the worker's, inherited at the fork: pinned here too
+            if guard is not None:
+                reply["autotune"] = guard.activity()
             self.channel.send(reply)
 
     def on_build(self, message: dict[str, Any]) -> dict[str, Any]:

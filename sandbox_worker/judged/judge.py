@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox_worker.autotune_guard import sanitized_activity
 from sandbox_worker.harness_kit import checks
 from sandbox_worker.harness_kit.sampling import SamplingLimits, collect, warm_up
 from sandbox_worker.judged.process import CandidateBrokeProtocol, CandidateProcess
@@ -70,6 +71,9 @@ class Judge:
     slot_views: list[tuple[list[Any], list[Any]]] = field(default_factory=list)
     next_slot: int = 0
     writable_dirs: list[str] | None = None
+    # what the candidate process says its Triton autotuners did (sandbox_worker/autotune_guard.py): a record of
+    # its own word, never a verdict
+    candidate_autotune: dict[str, Any] | None = None
     records_launches = False  # GpuJudge: replays recorded launches instead of calling the candidate per sample
 
     @classmethod
@@ -177,6 +181,8 @@ class Judge:
             reply, elapsed = self.process.request(message, expected)
         except CandidateBrokeProtocol as exc:
             raise CheatDetected("candidate process's channel", str(exc)) from None
+        if "autotune" in reply:
+            self.candidate_autotune = sanitized_activity(reply["autotune"])
         attempts = reply.get("attempts")
         if isinstance(attempts, list) and attempts:
             raise SandboxAttempts([str(a)[:500] for a in attempts[:20]])

@@ -62,4 +62,5 @@ def run_manifest(config: RunConfig, inputs: Inputs, bundle: FrozenBundle, state:
         device=state.device,
         record_format=RECORD_FORMAT,
         working_directory=os.getcwd(),
+        autotune=config.autotune,
     )

@@ -1,0 +1,1 @@
+"""orchestrator.autotune: kernels that autotune themselves (docs/autotune.md)."""

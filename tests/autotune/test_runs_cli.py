@@ -1,0 +1,84 @@
+"""A kernel that autotunes itself through the real CLI in Triton's interpreter: `validate` passes and shows the
+choice; `optimize` autotunes the untouched kernel once per key before any candidate, and its records show that
+no other worker autotuned (so no timed sample holds an autotune call); a candidate whose list keeps the run's
+choice is pinned to it, one whose list lost it is refused by name, and a winner whose list is pruned to one
+configuration ships with its first call measured."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT, run_cli, write_candidates
+
+EXAMPLE = PROJECT_ROOT / "examples" / "autotuned_add"
+KERNEL = (EXAMPLE / "kernel.py").read_text()
+FILES = ["--kernel", EXAMPLE / "kernel.py", "--harness", EXAMPLE / "harness.py", "--cases", EXAMPLE / "cases.json",
+         "--target", EXAMPLE / "target.json"]
+# the interpreter's drift between workers on a shared 2-core machine (tests/e2e/test_examples_cli.py)
+GATE = ("--confidence", "0.75", "--confirm-runs", "4")
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def _entries(*blocks_and_warps: tuple[int, int]) -> str:
+    return "".join(f'        triton.Config({{"BLOCK_SIZE": {b}}}, num_warps={w}),\n' for b, w in blocks_and_warps)
+
+
+ORIGINAL_LIST = _entries((64, 1), (128, 2), (256, 4), (512, 4))
+LOST_CHOICE = KERNEL.replace(ORIGINAL_LIST, _entries((64, 1), (128, 2), (1024, 4), (2048, 4)))
+ONE_CONFIGURATION = KERNEL.replace(ORIGINAL_LIST, _entries((2048, 4)))
+KEPT_CHOICE = KERNEL.replace(ORIGINAL_LIST, _entries((64, 1), (128, 2), (256, 4), (512, 4), (4096, 8)))
+
+
+def test_validate_passes_and_shows_the_choice(tmp_path):
+    run = run_cli("validate", *FILES, "--output-dir", tmp_path / "validate", "--no-profile", timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    check = next(c for c in run.result["checks"] if c["name"] == "autotune")
+    assert check["status"] == "passed"
+    assert {tuple(c["case_ids"]) for c in check["details"]["choices"]} == {("n2048",), ("ragged_1001",)}
+    assert "BLOCK_SIZE=" in check["message"] and "first call" in check["message"]
+    assert "configuration 4 of 4" in run.stderr and "validate check=autotune status=passed" in run.stderr
+
+
+def test_optimize_autotunes_once_and_pins_the_choice_everywhere(tmp_path):
+    candidates = write_candidates(tmp_path / "candidates", [LOST_CHOICE, ONE_CONFIGURATION, KEPT_CHOICE])
+    out = tmp_path / "out"
+    run = run_cli("optimize", *FILES, "--output-dir", out, "--no-commit-winner", "--no-profile", "--provider",
+                  "replay", "--replay-dir", candidates, "--max-candidate-seconds", "180", "--max-total-seconds", "600",
+                  *GATE, timeout=800)
+    assert run.returncode in (0, 2), run.stderr[-3000:]
+    manifest = json.loads((out / "run.json").read_text())
+    choices = manifest["autotune"]["choices"]
+    assert sorted(c["key"][0] for c in choices) == [1001, 2048]  # once per key
+    step = json.loads((out / "autotune" / "result.json").read_text())
+    assert step["worker"]["autotune"]["worker"]["tuned"] == len(choices)
+    assert "configuration 1 of 4" in run.stderr
+    assert run.stderr.index("autotune status=done") < run.stderr.index("baseline status=evaluating")
+
+    result = run.result
+    evaluations = [(e["experiment_id"], ev) for e in result["experiments"] for ev in e["evaluations"]]
+    assert len(evaluations) >= 6
+    for experiment_id, evaluation in evaluations:  # no worker but the step's autotuned, so no sample holds one
+        for process, activity in (evaluation["worker"]["autotune"] or {}).items():
+            assert (activity["mode"], activity["tuned"], activity["configurations_timed"]) == ("pin", 0, 0), \
+                (experiment_id, process)
+    benchmarked = [ev for _, ev in evaluations if any(c["samples_us"] for c in ev["cases"])]
+    assert benchmarked and all(ev["worker"]["autotune"]["candidate_process"]["tuned"] == 0 for ev in benchmarked)
+    baseline = result["baseline"]["worker"]["autotune"]
+    assert baseline["candidate_process"]["pinned"] == 2  # the judge's candidate process took the pins
+
+    lost = run.experiment("r001-c000")
+    assert lost["decision"]["status"] == "rejected"
+    assert "AutotuneRefused: add_kernel: autotune over 4 configurations" in lost["decision"]["reason"]
+    assert "does not hold" in lost["decision"]["reason"]
+    kept = run.experiment("r002-c000")
+    candidate = next(ev for ev in kept["evaluations"] if ev["label"] == "candidate")
+    assert candidate["status"] == "ok" and candidate["worker"]["autotune"]["candidate_process"]["pinned"] == 2
+
+    report = result["report"]["autotune"]
+    assert report["untouched_first_call"]["autotuned"] == 1
+    assert run.decisions()["r001-c001"] == "promoted" and run.decisions()["final"] == "revalidated"
+    assert report["winner_experiment_id"] == "r001-c001"
+    assert report["winner_first_call"]["autotuned"] == 0  # the pruned list: the user's first call autotunes nothing
