@@ -84,18 +84,19 @@ class Budget(StrictModel):
     benchmark_repetitions: int = Field(default=10, gt=0)
     # A protected case whose speedup's upper confidence bound lies below 1 - this is slower beyond its noise
     # and the candidate is rejected, whatever the aggregate (orchestrator/decision/gates.py); 1.0 turns it off.
-    # Calibrated on the recorded runs in docs/measurement.md ("Per-case regressions").
+    # Calibrated on the recorded runs: docs/results/2026-12-03-case-regression-calibration.md.
     max_case_regression: float = Field(default=0.02, ge=0.0, le=1.0)
 
 
 # Where a target runs in Triton's CPU interpreter, its timings measure Python executing each program on a
 # shared CPU: on an idle 2-core machine one case's per-sample CV was 0.15, and under a parallel load the
-# within-worker CV reached 0.48 and the medians of three fresh workers spread 75 % (docs/measurement.md,
-# "Interpreter targets"). They say nothing about GPU speed and serve to check correctness and the loop, so the
-# CV gate there is set where such scatter passes; the bootstrap test still has to find the gain above the
-# measured noise. Judged mode (sandbox_worker/judged/) times each call across two processes, so a call also
-# carries the candidate's wake-up: on a loaded 2-core host a 2 ms interpreted call reached CVs of 1.06-1.28 at
-# revalidation, hence 2.0. A flag or budget.json still sets any value explicitly.
+# within-worker CV reached 0.48 and the medians of three fresh workers spread 75 %
+# (docs/results/2026-12-01-interpreter-stability.md). They say nothing about GPU speed and serve to check
+# correctness and the loop, so the CV gate there is set where such scatter passes; the bootstrap test still
+# has to find the gain above the measured noise. Judged mode (sandbox_worker/judged/) times each call across
+# two processes, so a call also carries the candidate's wake-up: on a loaded 2-core host a 2 ms interpreted
+# call reached CVs of 1.06-1.28 at revalidation, hence 2.0. A flag or budget.json still sets any value
+# explicitly.
 INTERPRETER_BUDGET: dict[str, float] = {"max_cv": 2.0}
 
 BudgetSource = Literal["default", "interpreter default", "target.json", "command line", "budget.json"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from protocol.base import StrictModel
 from protocol.manifest import InputPaths
 from protocol.outcome import ExitCode, StoppingReason
@@ -40,6 +42,9 @@ class CaseOutcome(StrictModel):
 
 class CompletionReport(StrictModel):
     finished: bool  # the run wrote result.json: it reached its final revalidation or a decided end
+    # what weakens the run's verdicts (result.json report.warnings): verdicts in the candidate's process, no
+    # physics check for the device, no profile evidence; said first
+    warnings: list[str] = Field(default_factory=list)
     exit_code: ExitCode | None  # null: unknown (no result.json and no recorded error)
     success: bool  # exit code 0: a winner was promoted and survived revalidation
     output_dir: str | None  # absolute; null only when the run failed before creating it

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from protocol.base import StrictModel
 from protocol.bundle import Budget, BudgetSource, Target
 from protocol.lock import LockSummary
@@ -73,6 +75,8 @@ class RunManifest(StrictModel):
     bundle_lock: LockSummary | None  # null with --skip-validation
     host: HostRecord
     versions: dict[str, str | None]  # package -> installed version (null: not installed)
+    # what the baseline's worker ran: its interpreter (`executable`, `python`), torch, triton, `triton_tlx`
+    worker_versions: dict[str, str | None] = Field(default_factory=dict)
     target: Target
     device: str | None  # what the baseline's worker reported
     record_format: int = 0  # RECORD_FORMAT of the run that wrote it; absent (0) in runs older than resume

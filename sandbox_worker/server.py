@@ -53,10 +53,15 @@ _failure = failure_event
 
 
 def _versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {"python": platform.python_version()}
+    """The interpreter and the packages this worker runs (recorded in run.json as the workers' versions)."""
+    versions: dict[str, str | None] = {"python": platform.python_version(), "executable": sys.executable}
     for name in ("torch", "triton"):
         module = sys.modules.get(name)
         versions[name] = getattr(module, "__version__", None) if module else None
+    triton = sys.modules.get("triton")
+    location = Path(triton.__file__).parent if triton is not None and getattr(triton, "__file__", None) else None
+    versions["triton_tlx"] = None if location is None else \
+        str((location / "language" / "extra" / "tlx" / "__init__.py").is_file()).lower()
     return versions
 
 

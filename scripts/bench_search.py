@@ -1,4 +1,4 @@
-"""Search benchmarks for issue 13, side by side in one run on one machine (docs/tuner.md has the results).
+"""Benchmarks of the tuner's search, side by side in one run on one machine (results: docs/tuner.md links them).
 
     python scripts/bench_search.py ready --bundle examples/vector_add --cases examples/vector_add/h200/cases.json \
         --target examples/vector_add/h200/target.json --count 20

@@ -5,7 +5,7 @@
 #      the kernel file as stage 1 left it: the replay winner, committed there (the original if none won).
 # The kernel is copied into a throwaway git checkout under runs/ so the checkpoint commit is real
 # without touching this repository. Prints where the results are. It runs at the default flags: the kernel's
-# CPU-interpreter target gets the interpreter's stated CV gate (1.0; GPU targets keep 0.10, docs/measurement.md).
+# CPU-interpreter target gets the interpreter's stated CV gate (2.0; GPU targets keep 0.10, docs/measurement.md).
 # Speedups: each experiment's is against the incumbent of that moment (its parent); the final revalidation's
 # and the stage's aggregate are against that stage's baseline, the kernel the stage started from.
 set -euo pipefail

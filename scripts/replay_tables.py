@@ -6,7 +6,7 @@ observed locals per variant), rebuilds each variant's configuration from its lab
 family's incumbent source, and runs `orchestrator/providers/tune/tables.py` `compose_table` on it with the
 cases' weights from `cases.json`. Prints the table's label, its composed speedup over the control and the best
 single configuration's, then the source it would propose; "no table" when none qualifies. Used to check a
-change to the composition against families measured on the H200 (docs/tuner.md "Session 10").
+change to the composition against families measured on the H200 (docs/results/2026-12-02-tuner-tables.md).
 
   python3 scripts/replay_tables.py --source KERNEL.py --screening RUN/screening.jsonl --screen s001 --cases CASES.json
 """

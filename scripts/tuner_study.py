@@ -8,14 +8,14 @@ winner (`best_kernel.py` of a tune run) in the same process, so the ratio is sid
 are ranked by the promotion gate's objective: the weighted geometric mean over the cases of the median
 relative to the untouched kernel's (`objective`, lower is faster); the first case's own best is reported
 too (`best_first_case`), since a configuration best there may regress the others (`--first-case-only`
-measures that case alone, as sessions 2-5 did). The grid is
+measures that case alone, as the earlier studies did). The grid is
 walked in a fixed random order under a time cap; the report says how much of it was covered.
 `--values tile=64,128,256 warps=4,8` narrows a kind's values (the report records the grid used);
 `--compile-workers N` first compiles the grid in N parallel processes (build + verify fill the shared
 Triton cache), so the timed walk is not spent compiling (matmul configurations take seconds each, one compile
 per case whose shapes specialize differently); `--compile-seconds S` stops them after S seconds (the walk
 compiles the rest as it goes). `--seconds` caps the walk alone, counted from the end of the compiles: on the
-H200 (session 8) compiling 50 matmul configurations for three cases took 117.6 s of a 130 s cap that used to
+H200 (2026-12-02) compiling 50 matmul configurations for three cases took 117.6 s of a 130 s cap that used to
 include it, and only 20 were measured.
 Every measured configuration is appended to `OUT/tuner_study_EXAMPLE.jsonl` as it is measured, so a
 command cut short keeps what it walked; `--resume THAT_FILE` walks only the configurations it lacks (the

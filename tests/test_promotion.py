@@ -1,6 +1,6 @@
 """The promotion test against simulated H200 noise, its gates, edge cases and the measurement schedule.
 
-Simulated noise follows the H200 figures in docs/measurement.md: a between-process drift of 0.2 % (log std-dev, shared by
+Simulated noise follows the H200 figures in docs/results/2026-11-30-measurement-study.md: a between-process drift of 0.2 % (log std-dev, shared by
 every case of a worker run) and a within-run CV of 1 %; A/B/A order as the orchestrator measures by default.
 """
 

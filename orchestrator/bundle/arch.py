@@ -136,6 +136,24 @@ try:
             out["capability"] = list(torch.cuda.get_device_capability(index))
 except Exception as exc:
     out["error"] = f"{type(exc).__name__}: {exc}"
+try:  # the workers' Triton, read as orchestrator/bundle/interpreter.py reads its own
+    import importlib.metadata as md, importlib.util, pathlib
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.submodule_search_locations:
+        location = pathlib.Path(next(iter(spec.submodule_search_locations)))
+        facts = {"distribution": None, "version": None, "path": str(location),
+                 "tlx": (location / "language" / "extra" / "tlx" / "__init__.py").is_file()}
+        for name in ("fbtriton", "pytorch-triton", "triton"):
+            try:
+                found = md.distribution(name)
+            except md.PackageNotFoundError:
+                continue
+            if pathlib.Path(str(found.locate_file("triton"))).resolve() == location.resolve():
+                facts["distribution"], facts["version"] = name, found.version
+                break
+        out["triton"] = facts
+except Exception as exc:
+    out["triton"] = {"error": f"{type(exc).__name__}: {exc}"}
 print(json.dumps(out))
 """
 

@@ -197,7 +197,7 @@ def _finished(result: _ResultView, manifest: _ManifestView | None, sources: list
     protected = [case.correct for case in workload if case.protected]
     final_cvs = [case.final_cv for case in workload if case.final_cv is not None]
     return CompletionReport(
-        finished=True, exit_code=result.exit_code, success=result.success, output_dir=result.output_dir, error=None,
+        finished=True, warnings=list(report.warnings), exit_code=result.exit_code, success=result.success, output_dir=result.output_dir, error=None,
         kernel=manifest.inputs.kernel if manifest and manifest.inputs else None,
         inputs=manifest.inputs if manifest else None, workload=workload,
         device=report.device or (manifest.device if manifest else None), backend=report.backend,
@@ -330,6 +330,7 @@ def format_text(report: CompletionReport) -> str:
     lines = [
         "TLX kernel optimization agent: completion report",
         f"outcome: {_outcome(report)}",
+        *(f"  warning: {warning}" for warning in report.warnings),
         f"output directory: {report.output_dir or '- (the run failed before creating it)'}",
         f"kernel: {report.kernel or '-'}",
         f"bundle: {bundle}",

@@ -27,7 +27,7 @@ Limits (limits.py, keyed by compute capability, each number with its source):
 Sources: the CUDA C++ Programming Guide's per-compute-capability table (shared memory, registers, threads,
 blocks); `cuda_occupancy.h` as shipped with Triton (allocation units: 128 B of shared memory, 256 registers
 per warp; 4 sub-partitions; blocks per SM; barriers); the Ampere and Hopper tuning guides (1 KB of shared
-memory reserved per block); the H200's own OutOfResources message (232448 B, issue 13).
+memory reserved per block); the H200's own OutOfResources message (232448 B).
 
 Safety: candidate files are imported only in the compile child (child.py), which isolates itself like a
 worker (no network, writes confined to its scratch directory, seccomp, rlimits), sees no GPU, and answers a

@@ -8,7 +8,7 @@ Each number says where it comes from (`DeviceLimits.sources`):
   for shared memory and registers, sub-partitions, resident blocks per SM, barriers per block).
 - TUNING_GUIDE: the Ampere and Hopper tuning guides: the driver reserves 1 KB of shared memory per block.
 - OBSERVED: on the H200 (sm_90) Triton refuses a kernel with "OutOfResources: shared memory, Required:
-  294912, Hardware limit: 232448" (issue 13; tests/faults/test_fault_corpus.py keeps the same message).
+  294912, Hardware limit: 232448" (tests/faults/test_fault_corpus.py keeps the same message).
   Triton compares the kernel's `shared` metadata with the device's opt-in maximum, without the reserved KB.
 """
 
@@ -21,7 +21,7 @@ from protocol.base import StrictModel
 GUIDE = "CUDA C++ Programming Guide, Technical Specifications per Compute Capability"
 OCCUPANCY_H = "cuda_occupancy.h (triton/backends/nvidia/include)"
 TUNING_GUIDE = "NVIDIA Ampere/Hopper tuning guides: 1 KB of shared memory reserved per block"
-OBSERVED = "H200 OutOfResources message, 'Hardware limit: 232448' (issue 13)"
+OBSERVED = "H200 OutOfResources message, 'Hardware limit: 232448'"
 
 
 class DeviceLimits(StrictModel):

@@ -19,7 +19,7 @@ REGRESSION_THRESHOLD = 0.01
 DISAGREEMENT_TOLERANCE = 0.05
 # A benchmark speedup more than this far above the best kernel-time speedup (Proton, NCU) is not trusted:
 # honest H200 runs differ by up to ~30 % between the endpoint timer and the profilers (tiny kernels, spills),
-# the timer patches of issue 12 claimed 8x over unchanged kernels.
+# timer patches of the dishonest-candidate corpus (tests/cheats) claimed 8x over unchanged H200 kernels.
 UNBACKED_SPEEDUP_BOUND = 0.5
 # Kernel time outside `main_scope` a candidate may add, as a share of its GPU kernel time, before the intended
 # kernel no longer accounts for the work (a library call or another kernel doing it).

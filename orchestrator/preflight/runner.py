@@ -33,6 +33,7 @@ import trio
 
 from orchestrator.bundle import arch as arch_mod
 from orchestrator.bundle.inputs import FrozenBundle, Inputs, freeze_bundle, sha256_file
+from orchestrator.bundle.interpreter import triton_facts, triton_mismatch
 from orchestrator.bundle.lock import load_lock, lock_summary, match_lock
 from orchestrator.decision.timing_modes import fixed_modes, learn_modes
 from orchestrator.preflight.checks import (
@@ -296,6 +297,10 @@ def optimize_preflight(config: RunConfig, inputs: Inputs) -> tuple[arch_mod.Devi
     if arch is not None or not config.skip_validation:
         view = arch_mod.observe_device(inputs.target, arch, config.worker_python)
         problem = arch_mod.arch_mismatch(arch, view) if arch is not None else None
+        if problem is None and view.probe is not None:
+            worker_triton = view.probe.get("triton")
+            problem = triton_mismatch(triton_facts(), worker_triton if isinstance(worker_triton, dict) else None,
+                                      config.worker_python)
         if problem is None and not config.skip_validation:
             problem = arch_mod.target_mismatch(inputs.target, view)
         if problem is not None:

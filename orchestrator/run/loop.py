@@ -243,6 +243,7 @@ class OptimizationRun:
             raise RunAborted(ExitCode.ERROR, message, StoppingReason.BASELINE_FAILED)
         state.device = evaluation.worker.device
         state.worker_isolation = dict(evaluation.worker.isolation)
+        state.worker_versions = dict(evaluation.worker.versions)
         self.log.event(reporting.verdict_line(evaluation.worker.verdict_process, state.verdict_fallback))
         self.log.event(f"physics {device_peaks_line(state.device)}")
         self.log.event(profile_step.evidence_line(self.evaluator, state))

@@ -6,7 +6,7 @@ that builds, verifies and briefly times every variant on every case (`sandbox_wo
 appends one line per variant to `screening.jsonl`: its label, status, reason and median per case. Screening
 never decides: the provider proposes the fastest few, and each proposal then goes through the same A/B/A
 promotion gate, confirmation pairs and revalidation as any other candidate. Screening workers run no
-profiler (issue 13: profiles where they pay).
+profiler: profiles are taken where they pay, on the candidates the gate measures.
 
 On a CUDA target every variant is compiled for the target first, on the host (orchestrator/run/screening_ahead.py):
 one over the device's limits, or whose compile fails, comes back `build_failed` with the resource named and

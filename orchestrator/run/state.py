@@ -54,6 +54,7 @@ class RunState:
     # what the baseline's worker saw: the device and the isolation layers it ran under (for run.json)
     device: str | None = None
     worker_isolation: dict[str, Any] = field(default_factory=dict)
+    worker_versions: dict[str, str | None] = field(default_factory=dict)  # the interpreter and packages it ran
     # why verdicts run in the candidate's process though the target asked for `auto` (run/verdict_fallback.py)
     verdict_fallback: str = ""
     provider_explanation: dict[str, Any] | None = None  # from a ProviderExhausted that says why, for result.json

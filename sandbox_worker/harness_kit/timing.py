@@ -19,7 +19,7 @@ Every mode samples the same way (`sampling`):
   after idling a 1.4 ms matmul ran 3.6 % slow in its first 100 ms of load (within 0.16 % after that); in
   the measurement study each process's first runs were about 1 % slower than its later ones. Every
   evaluation is a fresh worker that has just compiled, so without it every run would be timed on that
-  ramp and its run-to-run scatter would be the noise the promotion test has to beat (docs/measurement.md);
+  ramp and its run-to-run scatter would be the noise the promotion test has to beat (docs/results/2026-11-30-measurement-study.md);
 - sampling is adaptive: at least `repetitions` samples (the orchestrator's lower bound), then stop when
   the relative standard error of the mean is under `target_rse` (nvbench's 0.5 %) or `budget_seconds`
   of sampling is spent, never more than `max_samples`.

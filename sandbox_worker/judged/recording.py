@@ -76,6 +76,8 @@ class _Recorder:
                 arguments.append({"constexpr": True})
             elif isinstance(value, torch.Tensor):
                 arguments.append(self.storages.ref(value))
+            elif _is_descriptor(value):
+                arguments.append({"descriptor": self.descriptor(value)})
             elif value is None:
                 arguments.append({"none": True})
             elif isinstance(value, bool):
@@ -89,6 +91,14 @@ class _Recorder:
         key = str(kernel.hash)
         self.kernels[key] = kernel
         self.steps.append({"launch": key, "grid": grid, "arguments": arguments})
+
+    def descriptor(self, value: Any) -> dict[str, Any]:
+        """A host-side tensor descriptor as the storage it views and its geometry (the judge rebuilds it over its
+        own storage, never from an address)."""
+        return {**self.storages.ref(value.base), "dtype": str(value.base.dtype).removeprefix("torch."),
+                "shape": [int(v) for v in value.shape], "strides": [int(v) for v in value.strides],
+                "block_shape": [int(v) for v in value.block_shape], "padding": str(getattr(value, "padding", "zero")),
+                "round_f32_to_tf32": bool(getattr(value, "round_f32_to_tf32", False))}
 
     def torch_op(self, name: str, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
         import torch
@@ -107,6 +117,12 @@ class _Recorder:
             self.data_dependent.append("a GPU value read on the host (.item() or a Python comparison)")
             return
         self.torch_work.append(f"aten.{name}")
+
+
+def _is_descriptor(value: Any) -> bool:
+    """Triton's host-side `TensorDescriptor` (triton.tools.tensor_descriptor), by what it holds."""
+    return type(value).__name__ == "TensorDescriptor" and all(
+        hasattr(value, name) for name in ("base", "shape", "strides", "block_shape"))
 
 
 def _is_zero(value: Any) -> bool:

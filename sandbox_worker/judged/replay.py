@@ -28,6 +28,7 @@ MAX_ARGUMENTS = 256
 MAX_GRID = 2**31 - 1
 MAX_BUFFER_BYTES = 64 * 1024**3
 POINTER_KINDS = ("input", "buffer")
+MAX_DESCRIPTOR_RANK = 5
 
 
 class RecordRefused(Exception):
@@ -76,9 +77,33 @@ def _pointer(value: Any, inputs: int, buffers: int, what: str) -> dict[str, Any]
     return {kind: index, "offset": _int(value.get("offset"), f"{what} offset", 0, MAX_BUFFER_BYTES)}
 
 
+def _ints(value: Any, what: str, low: int, high: int, rank: int | None = None) -> list[int]:
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_DESCRIPTOR_RANK or \
+            (rank is not None and len(value) != rank):
+        raise RecordRefused(f"record: {what} is not a list of 1 to {MAX_DESCRIPTOR_RANK} integers")
+    return [_int(v, what, low, high) for v in value]
+
+
+def _descriptor(value: Any, inputs: int, buffers: int, what: str) -> dict[str, Any]:
+    """A host-side tensor descriptor: a storage the judge owns, a dtype, and its geometry (checked against that
+    storage when the record is bound)."""
+    if not isinstance(value, dict) or value.get("dtype") not in DTYPE_NAMES:
+        raise RecordRefused(f"record: {what} is not a tensor descriptor over a known dtype")
+    shape = _ints(value.get("shape"), f"{what} shape", 1, MAX_GRID)
+    padding = value.get("padding", "zero")
+    if padding not in ("zero", "nan") or not isinstance(value.get("round_f32_to_tf32", False), bool):
+        raise RecordRefused(f"record: {what} has an unknown padding or rounding")
+    return {**_pointer(value, inputs, buffers, what), "dtype": value["dtype"], "shape": shape,
+            "strides": _ints(value.get("strides"), f"{what} strides", 0, MAX_BUFFER_BYTES, len(shape)),
+            "block_shape": _ints(value.get("block_shape"), f"{what} block shape", 1, 1024, len(shape)),
+            "padding": padding, "round_f32_to_tf32": bool(value.get("round_f32_to_tf32", False))}
+
+
 def _argument(value: Any, inputs: int, buffers: int, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RecordRefused(f"record: {what} is malformed")
+    if "descriptor" in value:
+        return {"descriptor": _descriptor(value["descriptor"], inputs, buffers, what)}
     if "unsupported" in value:
         raise RecordRefused(f"a launch argument of type {str(value['unsupported'])[:60]} cannot be replayed "
                             "(tensors, integers, floats, booleans and None can)")
@@ -207,9 +232,8 @@ class KernelLibrary:
 
         metadata = json.loads((folder / "kernel.json").read_text())
         signature = json.loads((folder / "signature.json").read_text())
-        if not isinstance(signature, dict) or any(not isinstance(v, str) or v.startswith("tensordesc")
-                                                  for v in signature.values()):
-            raise RecordRefused(f"kernel {key[:16]}: tensor-descriptor arguments are not replayed yet")
+        if not isinstance(signature, dict) or any(not isinstance(v, str) for v in signature.values()):
+            raise RecordRefused(f"kernel {key[:16]}: its signature is malformed")
         try:
             entries = kernel_entries((folder / "kernel.cubin").read_bytes())
         except NotACudaBinary as exc:
@@ -242,6 +266,22 @@ class ReplayPlan:
                 raise RecordRefused(f"a launch of kernel {step['launch'][:16]} passes {len(step['arguments'])} "
                                     f"arguments, its signature has {self.library.signature_length(step['launch'])}")
 
+    @staticmethod
+    def _argument(argument: dict[str, Any], address: Callable[..., int], tensor_at: Callable[..., Any]) -> Any:
+        """One launch argument over the judge's storages: an address, a tensor descriptor, or a plain value."""
+        import torch
+
+        if "input" in argument or "buffer" in argument:
+            return address(argument)
+        if "descriptor" in argument:
+            geometry = argument["descriptor"]
+            view = tensor_at(geometry, getattr(torch, geometry["dtype"]), geometry["shape"], geometry["strides"])
+            return tensor_descriptor(view, geometry)
+        for kind in ("int", "float", "bool"):
+            if kind in argument:
+                return argument[kind]
+        return None
+
     def bind(self, inputs: list[Any]) -> _Bound:
         """A call that replays the record on `inputs` (the judge's CUDA tensors, in argument order) and on
         buffers of its own; it returns the outputs as views of those storages."""
@@ -271,25 +311,18 @@ class ReplayPlan:
             address(ref, span)
             return torch.empty(0, dtype=dtype, device=device).set_(storage, ref["offset"] // itemsize, shape, stride)
 
-        launches: list[tuple[Any, tuple[int, int, int], tuple[Any, ...]]] = []
+        launches: list[tuple[Any, tuple[int, int, int], tuple[Any, ...], Any]] = []
         zeros: dict[int, Any] = {}
         for position, step in enumerate(self.recording.steps):
             if "zero" in step:
                 zeros[position] = tensor_at(step["zero"], torch.uint8, [step["nbytes"]], [1])
                 continue
-            arguments = []
-            for argument in step["arguments"]:
-                if "input" in argument or "buffer" in argument:
-                    arguments.append(address(argument))
-                elif "int" in argument:
-                    arguments.append(argument["int"])
-                elif "float" in argument:
-                    arguments.append(argument["float"])
-                elif "bool" in argument:
-                    arguments.append(argument["bool"])
-                else:
-                    arguments.append(None)
-            launches.append((self.library.kernels[step["launch"]], tuple(step["grid"]), tuple(arguments)))
+            kernel = self.library.kernels[step["launch"]]
+            arguments = [self._argument(argument, address, tensor_at) for argument in step["arguments"]]
+            scratch = _global_scratch(kernel, step["grid"], device)
+            if scratch is not None:
+                buffers.append(scratch)  # poisoned before every call with the wrapper's buffers
+            launches.append((kernel, tuple(step["grid"]), tuple(arguments), scratch))
         outputs = tuple(tensor_at(o, getattr(torch, o["dtype"]), o["shape"], o["stride"])
                         for o in self.recording.outputs)
         order = [("zero", zeros[p]) if p in zeros else ("launch", None) for p in range(len(self.recording.steps))]
@@ -305,13 +338,56 @@ class ReplayPlan:
                 if kind == "zero":
                     view.zero_()
                     continue
-                kernel, grid, arguments = next(pending)
+                kernel, grid, arguments, scratch = next(pending)
+                if scratch is not None:
+                    _hand_out(scratch)
                 metadata = kernel.launch_metadata(grid, stream, *arguments) if enter is not None else None
                 kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, metadata,
                            enter, leave, *arguments)
             return outputs
 
         return _Bound(replay, outputs, buffers, keep_alive)
+
+
+def tensor_descriptor(view: Any, geometry: dict[str, Any]) -> Any:
+    """Triton's host-side `TensorDescriptor` over the judge's own `view`, with the recorded block shape, padding
+    and rounding (the fields this Triton's descriptor has); a geometry it refuses is the record's problem."""
+    import dataclasses
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    fields = {field.name for field in dataclasses.fields(TensorDescriptor)}
+    options = {name: geometry[name] for name in ("padding", "round_f32_to_tf32") if name in fields}
+    try:
+        return TensorDescriptor(view, list(geometry["shape"]), list(geometry["strides"]), list(geometry["block_shape"]),
+                                **options)
+    except (AssertionError, ValueError, TypeError) as exc:
+        raise RecordRefused(f"a recorded tensor descriptor cannot be rebuilt over the judge's tensor: {exc}") from None
+
+
+def _global_scratch(kernel: Any, grid: list[int], device: Any) -> Any:
+    """The global scratch memory a launch asks Triton's allocator for (kernels that build descriptors on the
+    device), made here once per bound call so that it is poisoned with the wrapper's buffers; None if none."""
+    import torch
+
+    metadata = kernel.metadata
+    size = int(getattr(metadata, "global_scratch_size", 0) or 0)
+    if size <= 0:
+        return None
+    programs = grid[0] * grid[1] * grid[2] * int(getattr(metadata, "num_ctas", 1) or 1)
+    return torch.empty(programs * size, dtype=torch.uint8, device=device)
+
+
+def _hand_out(scratch: Any) -> None:
+    """Make Triton's allocator give the next launch `scratch` (and nothing else)."""
+    import triton
+
+    def allocate(size: int, alignment: int, stream: Any) -> Any:
+        if size > scratch.numel() or scratch.data_ptr() % max(alignment, 1):
+            raise RecordRefused(f"a launch asked for {size} bytes of global scratch, {scratch.numel()} were bound")
+        return scratch
+
+    triton.set_allocator(allocate)
 
 
 class _Bound:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13's comparison on the H200: the tuner's revalidated winner after --max-total-seconds 600 against the
+# The tuner against the grid on the H200: the tuner's revalidated winner after --max-total-seconds 600 against the
 # exhaustive grid of the same knobs and @triton.autotune over the same configurations, and worker
 # start-to-ready. A 600 s run does not fit one device command (10 minutes with the install), so it runs in a
 # session of its own (setsid: it outlives the command that started it while the machine stays held) and the
@@ -11,7 +11,7 @@
 #        measured again beside the tuned kernel (tuner_study --resume), when the grid outgrows one command
 #   bash scripts/gpu/h200_bench_search.sh ready           start-to-ready, fork server vs fresh, median of 20
 #   bash scripts/gpu/h200_bench_search.sh quick EXAMPLE SECONDS [tuner_study options]
-#        one command: a tune run with --max-total-seconds SECONDS (less than the issue's 600, so it fits), then
+#        one command: a tune run with --max-total-seconds SECONDS (less than 600, so it fits), then
 #        its winner against the grid (or the part of it given by tuner_study options), without autotune
 # Everything lands in /tmp/bench (kept while the machine is held); $OUT gets summary.txt and a tarball.
 part=$1 example=${2:-}
@@ -27,9 +27,9 @@ wait_for_run() {  # wait_for_run SECONDS: until the tune run's pid is gone
 }
 grid_options() {  # the comparison grid of EXAMPLE, for finish and more
   if [ "$example" = matmul ]; then
-    # 180 launchable configurations on three cases: compiles ahead capped at 150 s, the walk at 280 s (session
-    # 8: 150 compiles took 117.6 s, so finish covers part of the grid and `more` the rest); no autotune (over
-    # 180 configurations it tunes each of the three shapes, ~470 s; session 6 measured it on the first case)
+    # 180 launchable configurations on three cases: compiles ahead capped at 150 s, the walk at 280 s (on
+    # 2026-12-02 150 compiles took 117.6 s, so finish covers part of the grid and `more` the rest); no autotune (over
+    # 180 configurations it tunes each of the three shapes, ~470 s, as measured on the first case on 2026-12-01)
     echo --no-autotune --seconds 280 --compile-seconds 150 --compile-workers 14 --budget-seconds 0.1 \
       --skip-smem-over 227 --values tile=64,128,256 warps=4,8 stages=2,3,4 group=1,8
   else

@@ -2,12 +2,13 @@
 # The GPU-only dishonest candidates (tests/cheats/gpu_candidates/vector_add) and the CPU corpus's protocol takeover
 # through the real CLI at default promotion settings, on the vector_add H200 target (MODE=auto, the default: the
 # judge; MODE=candidate: verdicts in the candidate's process, for comparison), cases n16M (events) and a ragged
-# 262147 (short enough for CUDA graphs). The candidates are replayed in batches of BATCH (default 9), one optimize
+# 262147 (short enough for CUDA graphs). The candidates are replayed in batches of BATCH (default 4), one optimize
 # run per batch, in the order of their file names. One line per candidate: promoted or not, and what stopped it.
-#   Usage on the device host: [MODE=auto|candidate] [ONLY="a b"] [BATCH=9] bash scripts/gpu/h200_cheats.sh
+#   Usage on the device host: [MODE=auto|candidate] [ONLY="a b"] [BATCH=4] bash scripts/gpu/h200_cheats.sh
+#   (a batch of four fits one 10-minute device command: about 45 s of baseline and up to 90 s a candidate)
 source "$(dirname "$0")/common.sh"
 mode=${MODE:-auto}
-batch_size=${BATCH:-9}
+batch_size=${BATCH:-4}
 gpu_facts | tee "$OUT/gpu.txt"
 target=$(verdict_target vector_add "$mode")
 corpus=()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12 on the H200: the GPU judge (record in the candidate's process, replay in the judge's).
+# The GPU judge on the H200 (record in the candidate's process, replay in the judge's).
 # Usage on the device host: [EXAMPLES="vector_add softmax matmul"] bash scripts/gpu/h200_judge.sh smoke|table
 #   (writes under $OUT)
 #   smoke: validate vector_add at the default target, and replay the vector_add and softmax example candidates

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 on the H200: worker start-to-ready (fork server vs fresh), and the tuner with screening and the
+# The tuner's search on the H200: worker start-to-ready (fork server vs fresh), and the tuner with screening and the
 # joint search on the example h200/ bundles and on tutorial-style kernels (bundles from init-bundle).
 #   bash scripts/gpu/h200_search.sh a|b|c     (one part per device call, each under 10 minutes)
 #     a: start-to-ready (median of 20 each) and the softmax example tuned for 200 s

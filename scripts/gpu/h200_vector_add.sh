@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 2 on the H200: vector_add with the h200/ bundle, replayed candidates, profiling on, end to end.
+# vector_add on the H200 with the h200/ bundle, replayed candidates, profiling on, end to end.
 # Usage on the device host: bash scripts/gpu/h200_vector_add.sh   (writes under $OUT)
 source "$(dirname "$0")/common.sh"
 gpu_facts | tee "$OUT/gpu.txt"

@@ -1,4 +1,4 @@
-"""The dishonest-candidate corpus (issue 12): each candidate through the real CLI at the default gates.
+"""The dishonest-candidate corpus: each candidate through the real CLI at the default gates.
 
 Each slow test runs one candidate of tests/cheats/candidates/ with `--provider replay` and checks what must
 hold whatever the candidate tried: it is not promoted (exit 2, the baseline wins), its evaluation failed or

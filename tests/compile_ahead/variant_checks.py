@@ -34,7 +34,7 @@ def constants(**values: int) -> str:
 TUTORIAL_CONFIG = """        triton.Config({'BLOCK_SIZE_M': 64, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_stages=3,
                       num_warps=4),
 """
-# 6 stages of (256 + 128) x 64 fp16 tiles: 294912 B, the H200's own OutOfResources figure (issue 13)
+# 6 stages of (256 + 128) x 64 fp16 tiles: 294912 B, the H200's own OutOfResources figure
 HUGE_CONFIG = """        triton.Config({'BLOCK_SIZE_M': 256, 'BLOCK_SIZE_N': 128, 'BLOCK_SIZE_K': 64, 'GROUP_SIZE_M': 8}, num_stages=6,
                       num_warps=8),
 """

@@ -1,4 +1,4 @@
-"""The profile cross-checks of issue 12: a benchmark speedup the kernel times do not back, and GPU work moved
+"""The profile cross-checks: a benchmark speedup the kernel times do not back, and GPU work moved
 out of `main_scope`. Figures from H200 runs (docs/data/h200-judge-default-2026-12-01.txt)."""
 
 from __future__ import annotations

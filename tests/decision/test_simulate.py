@@ -4,7 +4,7 @@ Recorded runs used here:
 - docs/data/h200-{vector-add,softmax-tune,matmul-tune}-result.json: H200 runs, decided before the run learnt
   its between-run noise; the softmax and matmul files kept each run's statistics but dropped raw samples.
 - docs/data/h200-records-2026-12-01/{matmul_tune,softmax_tune,va_replay}/: complete H200 records (raw samples,
-  learnt noise, a confirmation pair in softmax, a deep profile in vector_add) of `scripts/gpu/h200_house.sh`.
+  learnt noise, a confirmation pair in softmax, a deep profile in vector_add) of `scripts/gpu/h200_record_and_simulate.sh`.
 - tests/decision/fixtures/synthetic-run/: a run of the synthetic CPU bundle (learnt noise, a confirmation
   pair, a deep profile, an incorrect candidate, a duplicate; recorded before the noise was learnt per case,
   so its records hold no `by_case` and replay with the noisiest case's noise for every case), made with

@@ -30,7 +30,7 @@ def test_the_last_measured_candidate_sets_the_estimate():
 
 
 def test_a_deep_profile_after_the_verdict_is_not_expected_of_the_next_candidate():
-    """The 600 s matmul run on the H200 (session 9): 11.6 + 39.9 + 10.9 s of A/B/A and a 49.4 s deep profile;
+    """The 600 s matmul run on the H200 (2026-12-02): 11.6 + 39.9 + 10.9 s of A/B/A and a 49.4 s deep profile;
     the next candidate needs the 62.4 s, so it fits the 106 s that were left."""
     experiments = [_experiment("baseline", ("baseline", 54.3)),
                    _experiment("r001-c001", ("incumbent", 11.6), ("candidate", 39.9), ("incumbent", 10.9),

@@ -1,6 +1,6 @@
 """Starting one real worker up to `ready` through a spawner, the way `run_evaluation` does, and ending it.
 
-`start_to_ready` is the number issue 13 targets: from asking the spawner for a worker to its `ready` event
+`start_to_ready` is the number the fork server exists to cut: from asking the spawner for a worker to its `ready` event
 (hello, setup with every isolation layer, harness import).
 """
 

@@ -95,7 +95,7 @@ def test_an_oversized_record_is_refused():
     ({"hash": "b" * 64}, "the payload is for another kernel"),
     ({"hash": KERNEL, "metadata": {}, "signature": {"x": "*fp32"}}, "metadata, signature or binary missing"),
     ({"hash": KERNEL, "metadata": {}, "signature": {"d": "tensordesc<fp16[64, 64]>"}, "binary": ""},
-     "tensor-descriptor arguments"),
+     "the binary is not a CUDA kernel"),
     ({"hash": KERNEL, "metadata": {}, "signature": {"x": "*fp32"}, "binary": "not base64!"}, "not base64"),
 ])
 def test_a_kernel_payload_the_judge_cannot_load_is_refused_before_the_driver_sees_it(payload, reason):

@@ -88,7 +88,7 @@ def test_measurements_disagree_when_neither_the_ratio_nor_the_time_saved_agrees(
 
 
 def test_a_fixed_cost_in_the_endpoint_window_or_a_profiler_clock_is_no_disagreement():
-    # H200, matmul 4096^3 (docs/data/h200-search-2026-12-01-s6): 5.78x in the benchmark, 6.31x in NCU, because
+    # H200, matmul 4096^3 (docs/data/h200-search-2026-12-01-priors): 5.78x in the benchmark, 6.31x in NCU, because
     # the benchmark's window holds ~20 us that the kernel change does not touch: 1.14 vs 1.16 ms saved
     assert measurements_disagree(times(benchmark=(1373.7, 237.664), ncu=(1373.1, 217.6))) is None
     # a profiler timing both sides at a lower clock: the same ratio, a larger saving

@@ -1,4 +1,4 @@
-"""`tlx-agent optimize --resume OUT` after a real SIGKILL of the orchestrator (issue 15 item 1).
+"""`tlx-agent optimize --resume OUT` after a real SIGKILL of the orchestrator.
 
 Each kill waits until journal.jsonl holds k lines, then SIGKILLs the orchestrator process (its workers and
 fork server are left to die on their own, as after a real crash). The resumed run must decide what an

@@ -138,3 +138,17 @@ def test_a_run_aborted_at_the_baseline(tmp_path: Path, capsys):
     saved.write_text(run.stdout)
     code, from_stdout, _ = _report(capsys, saved)
     assert code == 0 and from_stdout["stopping_reason"] == "baseline_failed" and from_stdout["kernel"] == str(broken)
+
+
+def test_what_weakens_a_runs_verdicts_is_said_right_after_its_outcome(capsys, tmp_path):
+    recorded = json.loads(H200_RESULT.read_text())
+    recorded["report"]["warnings"] = ["verdicts ran in the candidate's process: the judge could not take the "
+                                      "untouched kernel (incorrect: ...)"]
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(recorded))
+    code, report, text = _report(capsys, path, "--format", "text")
+    assert code == 0 and report["warnings"] == recorded["report"]["warnings"]
+    lines = text.splitlines()
+    assert lines[1].startswith("outcome: finished") and lines[2] == \
+        "  warning: verdicts ran in the candidate's process: the judge could not take the untouched kernel (incorrect: ...)"
+    assert _labels(text) == list(TEXT_LABELS)

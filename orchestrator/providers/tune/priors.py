@@ -5,8 +5,9 @@ Why: a screening worker ranks about eight configurations a minute on the H200 (e
 cases), and TPE's first samples are uniform over domains of millions of matmul configurations, most of them
 pathological (a 256x128 tile on one warp, 32 warps on a 32x32 tile) and slow even to compile. On the H200
 the first 600 s run spent its 24 screening slots there and found 1.06x where the grid's best is 7.1x
-(docs/tuner.md). Both pieces below are heuristics about the hardware, never about a particular kernel: they
-decide what is screened first, and the screening and the promotion gate decide everything else.
+(docs/results/2026-12-01-tuner-priors-h200.md). Both pieces below are heuristics about the hardware, never
+about a particular kernel: they decide what is screened first, and the screening and the promotion gate decide
+everything else.
 
 - `prior_configs`: the first family. For a kernel with M and N tiles (a `tl.dot` kernel, or tiles named
   `*_M`/`*_N`/`*_K`), the tile, warp, stage and group combinations of Triton's own matmul autotune lists

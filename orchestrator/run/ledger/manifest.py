@@ -57,6 +57,7 @@ def run_manifest(config: RunConfig, inputs: Inputs, bundle: FrozenBundle, state:
         bundle_lock=config.bundle_lock_summary,
         host=HostRecord(platform=platform.platform(), python=platform.python_version(), machine=platform.machine()),
         versions=package_versions(),
+        worker_versions=state.worker_versions,
         target=inputs.target,
         device=state.device,
         record_format=RECORD_FORMAT,

@@ -54,6 +54,7 @@ def rebuild_state(run_id: str, experiments: Sequence[ExperimentRecord]) -> RunSt
     if baseline is not None and baseline.evaluations:
         state.device = baseline.evaluations[0].worker.device
         state.worker_isolation = dict(baseline.evaluations[0].worker.isolation)
+        state.worker_versions = dict(baseline.evaluations[0].worker.versions)
     return state
 
 

@@ -235,7 +235,7 @@ def test_screening_tells_which_single_knob_moves_the_gate_would_not_promote():
 
 
 def test_the_tuner_proposes_screened_gains_before_guesses_and_no_move_screening_timed_slower():
-    """The H200 softmax run of session 8: the spent search's 2.2 % gain was never proposed while two
+    """The H200 softmax run of 2026-12-02 (600 s): the spent search's 2.2 % gain was never proposed while two
     single-knob moves that screening had timed 22 % and 0.6 % slower each took a minute of the gate."""
     screens, provider = Screens(shallow_time), TuneProvider()
     control = shallow_time(knob_values(KERNEL))

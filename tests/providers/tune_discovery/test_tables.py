@@ -303,10 +303,10 @@ def test_the_persistent_softmaxs_program_count_is_tabled_by_the_variable_it_assi
 
 def test_the_h200_layer_norm_family_replays_to_the_table_the_run_proposed():
     """The first family of the tutorial layer norm's 480 s run on the H200 (its medians and observed locals,
-    docs/data/h200-search-2026-12-02-s10/), composed again here: the same table the run proposed and promoted
+    docs/data/h200-search-2026-12-02-tables/), composed again here: the same table the run proposed and promoted
     (`1-tutorial-layer-norm-480s-winner.patch`)."""
     root = Path(__file__).resolve().parents[3]
-    data = root / "docs" / "data" / "h200-search-2026-12-02-s10"
+    data = root / "docs" / "data" / "h200-search-2026-12-02-tables"
     replayed = subprocess.run(
         [sys.executable, str(root / "scripts" / "replay_tables.py"), "--source",
          str(root / "examples" / "tutorials" / "layer_norm.py"), "--screening",

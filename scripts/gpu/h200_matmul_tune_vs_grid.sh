@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 evidence for issue 6 (~7 min): the tuner (momentum stride) on matmul, then the matmul grid over the
+# The tuner against a grid on the H200 (~7 min): the tuner on matmul, then the matmul grid over the
 # same knobs (narrowed to launchable 64-256 tiles, 4/8 warps, 2-4 stages; compiled in parallel first) with
 # the tuner's winner measured in the same process.
 source "$(dirname "$0")/common.sh"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# H200 evidence for issues 5 and 6 (~5 min):
-#   issue 5: softmax under --isolation strict with profiling, two replayed candidates (Proton + NCU summary
-#            per correct candidate, deep profiles for the baseline and the finalist, NCU veto)
-#   issue 6: the tuner (momentum stride) on softmax without profiling
+# The profiled softmax and the tuner on softmax, on the H200 (~5 min):
+#   softmax under --isolation strict with profiling, two replayed candidates (Proton + NCU summary
+#   per correct candidate, deep profiles for the baseline and the finalist, NCU veto)
+#   the tuner on softmax without profiling
 source "$(dirname "$0")/common.sh"
 gpu_facts | tee "$OUT/gpu.txt"
 RUN_LIMIT=250 run_opt softmax_strict softmax --provider replay --replay-dir examples/softmax/candidates \

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# H200 evidence for issues 3, 4 and 5 in one call (~6 min):
+# Strict isolation and the measurement study on the H200, in one call (~6 min):
 #   ramp probe: is a fresh process's first fraction of a second slower? (why the timing kit settles)
-#   issue 3: vector_add under --isolation strict (all layers active, CUDA working)
-#   issue 4: the measurement study (4 fresh processes x 4 blocks per example; settle warm-up, learned noise,
-#            confirmation runs; the raw runs come back for re-analysis)
-#   issue 5: softmax under --isolation strict with profiling, a replayed candidate promoted: Proton + NCU
-#            summary per correct candidate, deep profiles for the baseline and the finalist
+#   vector_add under --isolation strict (all layers active, CUDA working)
+#   the measurement study (4 fresh processes x 4 blocks per example; settle warm-up, learned noise,
+#   confirmation runs; the raw runs come back for re-analysis)
+#   softmax under --isolation strict with profiling, a replayed candidate promoted: Proton + NCU
+#   summary per correct candidate, deep profiles for the baseline and the finalist
 source "$(dirname "$0")/common.sh"
 gpu_facts | tee "$OUT/gpu.txt"
 (nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 100 \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 evidence after the tuner learnt coupled tile+warps moves (~9 min): the tuner on matmul and softmax
+# The tuner and diagnostic instrumentation on the H200 (~9 min): the tuner on matmul and softmax
 # (no profiling, as before), then vector_add with --diagnostic-instrumentation (Proton intra-kernel traces
 # for the baseline and the finalist in their own workers, never used for a decision).
 source "$(dirname "$0")/common.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One batched H200 session for issues 3-6: softmax with the offline tuner under --isolation strict with
+# One batch of H200 runs: softmax with the offline tuner under --isolation strict with
 # profiling (Proton + NCU), the measurement study, a matmul tune run and the tuner-vs-grid studies.
 source "$(dirname "$0")/common.sh"
 gpu_facts | tee "$OUT/gpu.txt"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# After the packages-by-role restructure (~9 min): the three examples' runs as in h200_evidence_d.sh (tuner on
-# matmul and softmax, replayed vector_add with profiling), then `tlx-agent simulate` on each recorded run: the
-# decisions must be reproduced exactly from the records. The runs' records are kept for docs/data.
+# Recorded runs for `tlx-agent simulate` (~9 min): the three examples' runs (the tuner on matmul and softmax,
+# replayed vector_add with profiling), then `tlx-agent simulate` on each recorded run: the decisions must be
+# reproduced exactly from the records. The runs' records are kept for docs/data.
 source "$(dirname "$0")/common.sh"
 gpu_facts | tee "$OUT/gpu.txt"
 tlx doctor > "$OUT/doctor.json" 2> "$OUT/doctor.txt" || true
