@@ -44,7 +44,7 @@ def trial(gpu: DriftingGpu, gain: float, noise: BetweenRunNoise, max_pairs: int,
     """One decision by the product's referee, each run it asks for measured on the drifting GPU."""
     incumbent_us, candidate_us = 1400.0, 1400.0 / (1.0 + gain)
     judge = referee(noise, max_pairs)
-    state = judge.open(role=Role.CANDIDATE, test_seed=seed, history=RunMedians(), digests=("b", "a"))
+    state = judge.start(role=Role.CANDIDATE, test_seed=seed, history=RunMedians(), digests=("b", "a"))
     while not isinstance(action := judge.next(state), Ruling):
         true_us = candidate_us if action.side == "candidate" else incumbent_us
         state = judge.measured(state, gpu.measure(action.role.value, true_us), math.inf)
@@ -93,7 +93,7 @@ def test_the_pairs_stop_at_their_bound_at_a_failed_run_and_when_nothing_more_fit
 
     def decide_with(max_pairs: int, seconds_left: float, fail_pair: int | None = None) -> tuple[Ruling, list[int]]:
         judge = referee(wide, max_pairs)
-        state = judge.open(role=Role.CANDIDATE, test_seed=0, history=RunMedians(), digests=("b", "a"))
+        state = judge.start(role=Role.CANDIDATE, test_seed=0, history=RunMedians(), digests=("b", "a"))
         pairs_measured = []
         while not isinstance(action := judge.next(state), Ruling):
             if action.side == "candidate" and action.pair:

@@ -169,7 +169,7 @@ class Judgement:
 class Referee:
     rules: Rules
 
-    def open(self, *, role: Role, test_seed: int, history: RunMedians, digests: tuple[str, str],
+    def start(self, *, role: Role, test_seed: int, history: RunMedians, digests: tuple[str, str],
              evidence: Evidence | None = None, carried_veto: str | None = None,
              carried_noise_gate: bool | None = None) -> Judgement:
         """A decision about to measure its first run. `role`: candidate, or final at revalidation."""

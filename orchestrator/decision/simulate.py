@@ -1,4 +1,6 @@
 """Decide a recorded run's experiments again from its records, without a worker.
+Long because: records of every age are read (before the noise was learnt, or learnt per case, before the per-case
+gate, without raw samples), and each replay says what it could not rebuild and which policy changes what.
 
 Kernel Tuner replays a search from its cache; this replays the promotion policy from a run's records, so a
 change to the policy can be tried on real runs in milliseconds. Each measured experiment is decided again by
@@ -342,7 +344,7 @@ class _Replay:
                       schedule=tuple(self.schedule), confirm_pairs=_first(self.settings.confirm_pairs, len(pairs)),
                       noise=NoiseRule(floor=given.floor, learned=given.learned, per_case=given.per_case))
         referee = Referee(rules)
-        state = referee.open(role=Role(role), test_seed=given.seed or 0, history=self.history,
+        state = referee.start(role=Role(role), test_seed=given.seed or 0, history=self.history,
                              digests=(digests[role], digests["incumbent"]), carried_veto=given.veto,
                              carried_noise_gate=bool(record.statistics.get("passes_noise")) if medians_only else None)
         recorded = list(initial)

@@ -151,7 +151,7 @@ def trial(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: r
 
     referee = Referee(Rules(cases=cases, budget=budget, confidence=confidence, confirm_pairs=confirm_pairs,
                             noise=NoiseRule(given=noise)))
-    state = referee.open(role=Role.CANDIDATE, test_seed=test_seed, history=RunMedians(),
+    state = referee.start(role=Role.CANDIDATE, test_seed=test_seed, history=RunMedians(),
                          digests=("candidate", "incumbent"))
     taken = {"candidate": 0, "incumbent": 0}
     while not isinstance(action := referee.next(state), Ruling):

@@ -50,7 +50,7 @@ class SideBySide:
                      deadline: float, test_seed: int, evidence: Evidence | None) -> Ruling:
         """Measure what the referee asks for until it rules; the run's noise history then holds every run."""
         evaluator, log = self.evaluator, self.evaluator.log
-        judgement = self.referee.open(role=role, test_seed=test_seed, history=state.run_medians,
+        judgement = self.referee.start(role=role, test_seed=test_seed, history=state.run_medians,
                                       digests=(candidate.digest, incumbent.digest), evidence=evidence)
         while True:
             action = self.referee.next(judgement)

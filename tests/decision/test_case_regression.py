@@ -114,7 +114,7 @@ def test_the_confirmation_pairs_are_measured_until_an_undecided_case_is_decided(
     for ragged in (20.0, 20.3, 19.8):
         history = history.with_run("incumbent", run("incumbent", {"quiet": 100.0, "ragged": ragged}, rng))
     judge = Referee(Rules(cases=(QUIET, RAGGED), budget=Budget()))
-    state = judge.open(role=Role.CANDIDATE, test_seed=1, history=history, digests=("candidate", "incumbent"))
+    state = judge.start(role=Role.CANDIDATE, test_seed=1, history=history, digests=("candidate", "incumbent"))
     while not isinstance(ruling := judge.next(state), Ruling):
         medians = {"quiet": 80.0, "ragged": 21.0} if ruling.side == "candidate" else {"quiet": 100.0, "ragged": 20.0}
         state = judge.measured(state, run(ruling.role.value, medians, rng), math.inf)

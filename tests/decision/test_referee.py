@@ -42,7 +42,7 @@ def referee(**rules: object) -> Referee:
 
 
 def open_candidate(judge: Referee, role: Role = Role.CANDIDATE, **inputs: object):
-    return judge.open(role=role, test_seed=3, history=RunMedians(), digests=("new", "old"), **inputs)
+    return judge.start(role=role, test_seed=3, history=RunMedians(), digests=("new", "old"), **inputs)
 
 
 def drive(judge: Referee, state, candidate_us: float = FAST, seconds_left: float = math.inf,
@@ -95,7 +95,7 @@ def test_every_state_is_a_new_value_and_a_run_out_of_turn_is_refused():
     with pytest.raises(ValueError, match="no profile was asked for"):
         judge.profiled(after, run("deep_profile", FAST, 2))
     with pytest.raises(ValueError, match="decides candidates and finalists"):
-        judge.open(role=Role.INCUMBENT, test_seed=0, history=RunMedians(), digests=("a", "b"))
+        judge.start(role=Role.INCUMBENT, test_seed=0, history=RunMedians(), digests=("a", "b"))
 
 
 def test_a_finalist_is_measured_with_a_deep_profile_and_revalidated_or_rejected():
