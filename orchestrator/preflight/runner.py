@@ -52,10 +52,10 @@ from orchestrator.preflight.lock_report import build_lock, report_lines, write_l
 from orchestrator.preflight.negative_variants import NegativeVariantError, incorrect_variant, invalid_variant
 from orchestrator.run.config import RunConfig
 from orchestrator.run.ledger.live_log import LiveLog, quote
-from orchestrator.run.verdict_fallback import settle_verdict_process, worker_target
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import become_subreaper
+from orchestrator.worker.verdict_fallback import settle_verdict_process, worker_target
 from protocol.bundle import Budget, BundleError, Case
 from protocol.lock import BundleLock, CaseStability, CheckResult
 from protocol.profile import ProfileRequest, resolve_native_profiler
@@ -98,7 +98,7 @@ class Preflight:
     parent_env: dict[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: "validate-" + uuid.uuid4().hex[:8])
     bundle: FrozenBundle | None = None
-    verdict_fallback: str = ""  # why workers run verdicts in the candidate's process (run/verdict_fallback.py)
+    verdict_fallback: str = ""  # why workers run verdicts in the candidate's process (worker/verdict_fallback.py)
     timing_modes: dict[str, str] = field(default_factory=dict)  # decision/timing_modes.py
 
     def freeze(self) -> FrozenBundle:

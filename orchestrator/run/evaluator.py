@@ -25,11 +25,11 @@ from orchestrator.run.ledger.artifacts import RunArtifacts
 from orchestrator.run.ledger.evaluations import FinishedEvaluation, write_finished
 from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.state import RunAborted, RunState
-from orchestrator.run.verdict_fallback import worker_target
 from orchestrator.source_digest import raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import end_leftovers
+from orchestrator.worker.verdict_fallback import worker_target
 from protocol.bundle import Case, Target
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.profile import ProfileRequest, resolve_native_profiler
@@ -179,7 +179,7 @@ class Evaluator:
 
     def worker_target(self, state: RunState) -> Target:
         """The target as workers get it: the bundle's, or with verdicts in the candidate's process when the
-        judge could not take the untouched kernel (run/verdict_fallback.py)."""
+        judge could not take the untouched kernel (worker/verdict_fallback.py)."""
         return worker_target(self.inputs.target, state.verdict_fallback)
 
     def check_device(self, state: RunState, evaluation: Evaluation) -> None:

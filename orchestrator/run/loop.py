@@ -28,7 +28,7 @@ from orchestrator.providers.base import (
     ProposalError,
     ProviderExhausted,
 )
-from orchestrator.run import profile_step, verdict_fallback
+from orchestrator.run import profile_step
 from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.config import RunConfig
@@ -44,6 +44,7 @@ from orchestrator.run.screening import Screener
 from orchestrator.run.side_by_side import SideBySide, Source
 from orchestrator.run.state import Incumbent, RunAborted, RunState, promoted_incumbent
 from orchestrator.source_digest import normalized_digest, raw_digest
+from orchestrator.worker import verdict_fallback
 from orchestrator.worker.forkserver import make_spawner
 from orchestrator.worker.process import Spawner
 from orchestrator.worker.process_tree import become_subreaper

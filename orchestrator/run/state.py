@@ -55,7 +55,7 @@ class RunState:
     device: str | None = None
     worker_isolation: dict[str, Any] = field(default_factory=dict)
     worker_versions: dict[str, str | None] = field(default_factory=dict)  # the interpreter and packages it ran
-    # why verdicts run in the candidate's process though the target asked for `auto` (run/verdict_fallback.py)
+    # why verdicts run in the candidate's process though the target asked for `auto` (worker/verdict_fallback.py)
     verdict_fallback: str = ""
     provider_explanation: dict[str, Any] | None = None  # from a ProviderExhausted that says why, for result.json
     # case id -> the timing mode the run's first measurement chose (decision/timing_modes.py)
