@@ -19,11 +19,11 @@ import trio
 from orchestrator.bundle.inputs import FrozenBundle, Inputs, check_frozen
 from orchestrator.decision.physics import physics_verdict
 from orchestrator.decision.timing_modes import fixed_modes, learn_modes
-from orchestrator.run.config import RunConfig
-from orchestrator.run.ledger import reporting
-from orchestrator.run.ledger.artifacts import RunArtifacts
-from orchestrator.run.ledger.evaluations import FinishedEvaluation, write_finished
-from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.ledger import reporting
+from orchestrator.ledger.artifacts import RunArtifacts
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.evaluations import FinishedEvaluation, write_finished
+from orchestrator.ledger.live_log import LiveLog
 from orchestrator.run.state import RunAborted, RunState
 from orchestrator.source_digest import raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for

@@ -3,7 +3,7 @@ Long because: each phase has its resumed form next to it (`--resume`, docs/resum
 
 Each phase is a method; the work inside a phase lives elsewhere: `Evaluator` runs workers, `SideBySide`
 measures and judges, `CommitStep` commits, `profile_step` gathers profile evidence, `orchestrator.decision`
-decides, and the ledger (`run/ledger/`) writes every record.
+decides, and the ledger (`orchestrator/ledger/`) writes every record.
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundl
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
 from orchestrator.decision.referee import Ruling
 from orchestrator.decision.time_budget import candidate_fits, expected_candidate_seconds, revalidation_reserve
+from orchestrator.ledger import reporting
+from orchestrator.ledger.artifacts import RunArtifacts, write_json
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.live_log import LiveLog, quote
 from orchestrator.providers.base import (
     CandidateProvider,
     Proposal,
@@ -31,12 +35,8 @@ from orchestrator.providers.base import (
 from orchestrator.run import profile_step
 from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.commit_step import CommitStep
-from orchestrator.run.config import RunConfig
 from orchestrator.run.evaluator import Evaluates, Evaluator, MakesEvaluator
-from orchestrator.run.ledger import reporting
-from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
-from orchestrator.run.ledger.live_log import LiveLog, quote
-from orchestrator.run.ledger.manifest import run_manifest
+from orchestrator.run.manifest import run_manifest
 from orchestrator.run.provider_failures import ProviderFailed, ProviderFailures
 from orchestrator.run.resume.providers import resume_provider
 from orchestrator.run.resume.rebuild import Resumption, choose_incumbents, incumbent_of

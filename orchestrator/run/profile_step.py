@@ -11,9 +11,9 @@ from pathlib import Path
 
 from orchestrator.decision import profile_rules
 from orchestrator.decision.evidence import Evidence, profiles_by_case
+from orchestrator.ledger import reporting
+from orchestrator.ledger.artifacts import write_json
 from orchestrator.run.evaluator import Evaluates
-from orchestrator.run.ledger import reporting
-from orchestrator.run.ledger.artifacts import write_json
 from orchestrator.run.state import RunState
 from protocol.profile import DiagnosticProfile
 from protocol.results import Evaluation

@@ -17,9 +17,9 @@ import trio
 from orchestrator.decision.evidence import Evidence
 from orchestrator.decision.referee import Measure, NoiseRule, Profile, Referee, Rules, Ruling
 from orchestrator.decision.schedule import measurement_schedule
+from orchestrator.ledger import reporting
+from orchestrator.ledger.artifacts import write_json
 from orchestrator.run.evaluator import Evaluates
-from orchestrator.run.ledger import reporting
-from orchestrator.run.ledger.artifacts import write_json
 from orchestrator.run.state import RunState
 from protocol.results import Evaluation
 from protocol.roles import Role

@@ -21,7 +21,7 @@ from orchestrator.decision.referee import Referee, Rules, Ruling
 from orchestrator.decision.simulate import simulate_run
 from orchestrator.decision.statistics import sample_stats
 from orchestrator.decision.study import analyse
-from orchestrator.run.ledger.records import load_records, load_study
+from orchestrator.ledger.records import load_records, load_study
 from protocol.bundle import Budget, BundleError, Case, Target
 from protocol.results import CaseMeasurement, DecisionStatus, Evaluation, EvaluationStatus
 from protocol.roles import Role

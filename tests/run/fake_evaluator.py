@@ -19,12 +19,12 @@ import trio
 
 from orchestrator.bundle.inputs import FrozenBundle, Inputs, load_inputs
 from orchestrator.decision.statistics import sample_stats
+from orchestrator.ledger.artifacts import RunArtifacts, prepare_output_dir
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.evaluations import FinishedEvaluation
+from orchestrator.ledger.live_log import LiveLog
 from orchestrator.providers.base import CandidateProvider
 from orchestrator.run.commit_step import CommitStep
-from orchestrator.run.config import RunConfig
-from orchestrator.run.ledger.artifacts import RunArtifacts, prepare_output_dir
-from orchestrator.run.ledger.evaluations import FinishedEvaluation
-from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.loop import OptimizationRun
 from orchestrator.run.state import RunState
 from protocol.bundle import Budget, Case

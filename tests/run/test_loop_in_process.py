@@ -16,9 +16,9 @@ from orchestrator.decision.simulate import (
     recorded_view,
     simulate_run,
 )
+from orchestrator.ledger.records import load_records
 from orchestrator.providers.base import Proposal, ProposalContext, ProviderExhausted
 from orchestrator.providers.replay import ReplayProvider
-from orchestrator.run.ledger.records import load_records
 from protocol.bundle import Budget
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.results import DecisionStatus

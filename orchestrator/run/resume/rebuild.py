@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.decision.timing_modes import learn_modes
-from orchestrator.run.ledger.evaluations import FinishedEvaluation
+from orchestrator.ledger.evaluations import FinishedEvaluation
 from orchestrator.run.resume.record import RecordedRun, seconds_spent
 from orchestrator.run.state import Incumbent, RunState, promoted_incumbent
 from protocol.results import DecisionStatus, Evaluation, ExperimentRecord

@@ -11,7 +11,7 @@ from typing import Any
 from orchestrator.decision.evidence import profiles_by_case
 from orchestrator.decision.physics import device_peaks_line, evaluation_rates
 from orchestrator.decision.profile_rules import ncu_duration_us, number, profile_value, tools_with_evidence
-from orchestrator.run.ledger.live_log import quote
+from orchestrator.ledger.live_log import quote
 from protocol.bundle import Case, Target, runs_on_gpu
 from protocol.devices import peaks_for
 from protocol.results import (
