@@ -58,7 +58,7 @@ class Target(StrictModel):
     # Where verdicts are computed for a harness that declares JUDGE: "judge" (a process the candidate cannot
     # reach: per-call on the CPU interpreter, record and replay on a GPU), "candidate" (the harness's own
     # verify/benchmark in the candidate's process). "auto" is the judge, except when the untouched kernel fails
-    # under it and passes in its own process: then the run says so and stays there (run/verdict_fallback.py).
+    # under it and passes in its own process: then the run says so and stays there (worker/verdict_fallback.py).
     verdict_process: Literal["auto", "judge", "candidate"] = "auto"
     # A candidate whose GPU time moves out of the `main_scope` kernel (a library call, another kernel) is
     # vetoed (orchestrator/decision/profile_rules.py) unless this says that is intended.

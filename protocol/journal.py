@@ -1,7 +1,7 @@
 """journal.jsonl: one event per line, appended and fsynced as the run goes, so a crash loses at most one line.
 
 Every event has `time` (Unix seconds) and `event`, its name, which picks the shape. `RunArtifacts.journal`
-(`orchestrator/run/ledger/artifacts.py`) validates each event against `JournalEvent` before writing it, so
+(`orchestrator/ledger/artifacts.py`) validates each event against `JournalEvent` before writing it, so
 an event name or field not listed here is a programming error, never a silently different line.
 """
 

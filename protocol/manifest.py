@@ -1,6 +1,6 @@
 """run.json: what a reader needs to trust or reproduce a run (inputs, hashes, versions, isolation, device).
 
-`orchestrator/run/ledger/manifest.py: run_manifest` builds it once the bundle is frozen. The keys are a
+`orchestrator/run/manifest.py: run_manifest` builds it once the bundle is frozen. The keys are a
 published format (readers' scripts depend on them): add fields, never rename one.
 """
 

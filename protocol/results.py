@@ -118,7 +118,7 @@ class Evaluation(StrictModel):
 
 class FinishedEvaluation(StrictModel):
     """experiments/<id>/evaluations/<tag>.json: one evaluation written the moment it ended, with the source it
-    measured, so that a resumed run takes it instead of running it again (orchestrator/run/ledger/evaluations.py)."""
+    measured, so that a resumed run takes it instead of running it again (orchestrator/ledger/evaluations.py)."""
 
     experiment_id: str
     tag: str

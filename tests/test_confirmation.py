@@ -6,14 +6,14 @@ import math
 import random
 
 import pytest
-import trio
 
-from orchestrator.decision.confirmation import confirm_until_decided
 from orchestrator.decision.gates import decide, needs_confirmation
-from orchestrator.decision.noise import BetweenRunNoise, noise_from_history
+from orchestrator.decision.noise import BetweenRunNoise, RunMedians, noise_from_history
+from orchestrator.decision.referee import PAIR_DOES_NOT_FIT, NoiseRule, Referee, Rules, Ruling
 from orchestrator.decision.statistics import sample_stats
 from protocol.bundle import Budget, Case
 from protocol.results import CaseMeasurement, DecisionStatus, Evaluation, EvaluationStatus
+from protocol.roles import Role
 
 CASE = Case(case_id="c")
 
@@ -36,22 +36,19 @@ class DriftingGpu:
         return run(label, true_us * math.exp(self.rng.gauss(0.0, self.drift)), self.rng)
 
 
+def referee(noise: BetweenRunNoise, max_pairs: int) -> Referee:
+    return Referee(Rules(cases=(CASE,), budget=Budget(), confirm_pairs=max_pairs, noise=NoiseRule(given=noise)))
+
+
 def trial(gpu: DriftingGpu, gain: float, noise: BetweenRunNoise, max_pairs: int, seed: int) -> tuple[bool, int]:
+    """One decision by the product's referee, each run it asks for measured on the drifting GPU."""
     incumbent_us, candidate_us = 1400.0, 1400.0 / (1.0 + gain)
-    runs = [gpu.measure("incumbent", incumbent_us), gpu.measure("candidate", candidate_us),
-            gpu.measure("incumbent", incumbent_us)]
-
-    def decide_again():
-        return decide([CASE], [e for e in runs if e.label == "candidate"], [e for e in runs if e.label == "incumbent"],
-                      Budget(), test_seed=seed, noise=noise)
-
-    async def measure_pair(_pair: int) -> bool:
-        runs.extend([gpu.measure("candidate", candidate_us), gpu.measure("incumbent", incumbent_us)])
-        return True
-
-    verdict, pairs = trio.run(lambda: confirm_until_decided(decide_again(), max_pairs=max_pairs,
-                                                           measure_pair=measure_pair, decide_again=decide_again))
-    return verdict.decision.status.value == "promoted", pairs
+    judge = referee(noise, max_pairs)
+    state = judge.start(role=Role.CANDIDATE, test_seed=seed, history=RunMedians(), digests=("b", "a"))
+    while not isinstance(action := judge.next(state), Ruling):
+        true_us = candidate_us if action.side == "candidate" else incumbent_us
+        state = judge.measured(state, gpu.measure(action.role.value, true_us), math.inf)
+    return action.promoted, action.pairs
 
 
 def rates(drift: float, max_pairs: int, trials: int = 300) -> dict[float, float]:
@@ -90,28 +87,34 @@ def test_only_noise_limited_verdicts_are_extended():
     assert clear.decision.status.value == "promoted" and not needs_confirmation(clear)
 
 
-def test_the_loop_stops_at_its_bound_on_a_failed_run_and_when_nothing_more_fits():
+def test_the_pairs_stop_at_their_bound_at_a_failed_run_and_when_nothing_more_fits():
     rng = random.Random(5)
-    undecidable = decide([CASE], [run("candidate", 98.0, rng)], [run("incumbent", 100.0, rng)], Budget(),
-                         noise=BetweenRunNoise(floor=0.05))
-    measured: list[int] = []
+    wide = BetweenRunNoise(floor=0.05)  # 98 vs 100 us can never clear a 5 % floor: every verdict wants a pair
 
-    async def measure_pair(pair: int) -> bool:
-        measured.append(pair)
-        return pair < 2  # the second pair's candidate run fails
+    def decide_with(max_pairs: int, seconds_left: float, fail_pair: int | None = None) -> tuple[Ruling, list[int]]:
+        judge = referee(wide, max_pairs)
+        state = judge.start(role=Role.CANDIDATE, test_seed=0, history=RunMedians(), digests=("b", "a"))
+        pairs_measured = []
+        while not isinstance(action := judge.next(state), Ruling):
+            if action.side == "candidate" and action.pair:
+                pairs_measured.append(action.pair)
+            evaluation = run(action.role.value, 98.0 if action.side == "candidate" else 100.0, rng)
+            if action.pair == fail_pair and action.side == "candidate":
+                evaluation = evaluation.model_copy(update={"status": EvaluationStatus.CRASHED, "reason": "SIGSEGV"})
+            state = judge.measured(state, evaluation, seconds_left)
+        return action, pairs_measured
 
-    verdict, pairs = trio.run(lambda: confirm_until_decided(undecidable, max_pairs=3, measure_pair=measure_pair,
-                                                           decide_again=lambda: undecidable))
-    assert (pairs, measured) == (2, [1, 2]) and verdict is undecidable
-
-    skipped: list[str] = []
-    _, none = trio.run(lambda: confirm_until_decided(undecidable, max_pairs=3, measure_pair=measure_pair,
-                                                    decide_again=lambda: undecidable,
-                                                    can_afford_pair=lambda: False, on_skip=skipped.append))
-    assert none == 0 and skipped == ["two more runs do not fit before the deadline"]
-    _, zero = trio.run(lambda: confirm_until_decided(undecidable, max_pairs=0, measure_pair=measure_pair,
-                                                    decide_again=lambda: undecidable))
-    assert zero == 0
+    bounded, measured = decide_with(3, math.inf)
+    assert (bounded.pairs, measured) == (3, [1, 2, 3]) and not bounded.promoted
+    assert len(bounded.verdicts) == 4 and needs_confirmation(bounded.verdict)
+    failed, measured = decide_with(3, math.inf, fail_pair=2)
+    assert (failed.pairs, measured) == (2, [1, 2]) and len(failed.runs) == 6  # the failed pair's incumbent never ran
+    assert failed.verdict is failed.verdicts[-1] and len(failed.verdicts) == 2  # the verdict of pair 1 stands
+    cut, measured = decide_with(3, 0.0)
+    assert (cut.pairs, measured) == (0, []) and cut.confirmation_cut
+    assert cut.notes == (f"status=confirming skipped: {PAIR_DOES_NOT_FIT}",)
+    none, measured = decide_with(0, math.inf)
+    assert (none.pairs, measured, none.confirmation_cut) == (0, [], False)
 
 
 def test_several_candidate_runs_are_pooled_and_any_incorrect_run_rejects():

@@ -17,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from orchestrator.cli.main import main
 from orchestrator.cli.output import fail
-from orchestrator.run.ledger.artifacts import RunArtifacts
+from orchestrator.ledger.artifacts import RunArtifacts
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.schema import SCHEMA_SOURCES, document_name
 from tests.conftest import SYNTHETIC, run_cli, synthetic_args, synthetic_kernel, write_candidates

@@ -12,8 +12,8 @@ import trio
 
 from orchestrator.autotune.step import StepWorkers, run_step
 from orchestrator.bundle.inputs import Inputs, freeze_bundle
-from orchestrator.run.config import RunConfig
-from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.live_log import LiveLog
 from orchestrator.worker.process import SubprocessSpawner
 from orchestrator.worker.process_tree import become_subreaper
 from protocol.autotune import AutotuneRecord

@@ -25,8 +25,8 @@ import trio
 from orchestrator.autotune.detect import autotuned_kernels
 from orchestrator.autotune.lines import choice_line, first_call_line, progress_line, quiet_line
 from orchestrator.bundle.arch import interpreter_requested
-from orchestrator.run.ledger.artifacts import write_json
-from orchestrator.run.ledger.live_log import LiveLog, quote
+from orchestrator.ledger.artifacts import write_json
+from orchestrator.ledger.live_log import LiveLog, quote
 from orchestrator.worker.autotune_phase import ProgressSink
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner

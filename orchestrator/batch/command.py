@@ -26,7 +26,7 @@ from orchestrator.batch.manifest import ManifestError, ResolvedJob, load_manifes
 from orchestrator.batch.options import OptimizeArguments
 from orchestrator.batch.policy import QueuedJob, batch_exit_code, batch_slots, progress_line, unplaceable
 from orchestrator.cli.output import emit, fail
-from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.ledger.live_log import LiveLog
 from protocol.batch import BatchExitCode, BatchSummary, JobStatus
 
 EPILOG = """exit codes: 0 every job improved; 2 no job improved; 5 some jobs improved (the others found no

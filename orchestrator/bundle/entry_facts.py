@@ -20,6 +20,23 @@ ALLOCATIONS = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "emp
 SCALAR_FUNCTIONS = frozenset({"float", "int", "bool", "range", "min", "max", "abs", "cdiv", "next_power_of_2"})
 Dim = tuple[str, int]  # (parameter, axis): axis < 0 counts from the end, as in Python
 Function = ast.FunctionDef | ast.AsyncFunctionDef
+KERNEL_DECORATOR_SUFFIXES = ("jit", "autotune", "heuristics")
+
+
+def dotted_name(node: ast.expr) -> str:
+    """`a.b.c` for a name, an attribute chain or a call of one; "" for anything else."""
+    if isinstance(node, ast.Call):
+        return dotted_name(node.func)
+    if isinstance(node, ast.Attribute):
+        return f"{dotted_name(node.value)}.{node.attr}"
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def is_kernel_function(node: Function) -> bool:
+    """Decorated with something named like triton.jit / tlx.jit / triton.autotune / triton.heuristics."""
+    return any(dotted_name(d).split(".")[-1] in KERNEL_DECORATOR_SUFFIXES for d in node.decorator_list)
 
 
 @dataclass

@@ -15,8 +15,7 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.bundle.entry_facts import EntryFacts, read_entry_facts
-from orchestrator.preflight.negative_variants import is_kernel_function
+from orchestrator.bundle.entry_facts import EntryFacts, is_kernel_function, read_entry_facts
 from protocol.bundle import BundleError
 
 OUTPUT_NAMES = frozenset({"out", "output", "result", "dst", "dest"})

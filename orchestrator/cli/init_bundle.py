@@ -18,7 +18,7 @@ from orchestrator.bundle.init_bundle import render_cases, render_harness, render
 from orchestrator.bundle.inputs import parse_python
 from orchestrator.bundle.starter_plan import plan_starter
 from orchestrator.cli.output import emit
-from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.ledger.live_log import LiveLog
 from protocol.bundle import BundleError
 from protocol.commands import InitBundleOutput
 from protocol.outcome import ExitCode

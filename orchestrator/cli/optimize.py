@@ -15,12 +15,12 @@ from orchestrator.cli.run_command import (
     execute_run,
     load_prior,
 )
+from orchestrator.ledger.artifacts import OutputDirError, RunArtifacts, prepare_output_dir
+from orchestrator.ledger.live_log import LiveLog
 from orchestrator.preflight.runner import optimize_builtin, optimize_preflight
 from orchestrator.providers.base import ProviderConfigError
 from orchestrator.providers.factory import create_provider
 from orchestrator.run.commit_step import CommitStep
-from orchestrator.run.ledger.artifacts import OutputDirError, RunArtifacts, prepare_output_dir
-from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.loop import OptimizationRun
 from orchestrator.worker.environment import refused_target_environment
 from protocol.bundle import BundleError

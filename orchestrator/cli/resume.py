@@ -16,13 +16,13 @@ from pathlib import Path
 from orchestrator.bundle.inputs import load_inputs
 from orchestrator.cli.output import fail
 from orchestrator.cli.run_command import build_config, execute_run, load_prior
+from orchestrator.ledger.artifacts import RunArtifacts
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.evaluations import reusable_evaluations
+from orchestrator.ledger.live_log import LiveLog, quote
 from orchestrator.providers.base import ProviderConfigError
 from orchestrator.providers.factory import create_provider
 from orchestrator.run.commit_step import CommitStep
-from orchestrator.run.config import RunConfig
-from orchestrator.run.ledger.artifacts import RunArtifacts
-from orchestrator.run.ledger.evaluations import reusable_evaluations
-from orchestrator.run.ledger.live_log import LiveLog, quote
 from orchestrator.run.loop import OptimizationRun
 from orchestrator.run.resume.aside import move_aside_unfinished
 from orchestrator.run.resume.rebuild import resumption

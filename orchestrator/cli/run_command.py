@@ -10,10 +10,10 @@ from pathlib import Path
 import trio
 
 from orchestrator.cli.output import emit, fail
-from orchestrator.run.config import RunConfig
-from orchestrator.run.ledger import reporting
-from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
-from orchestrator.run.ledger.live_log import LiveLog, quote
+from orchestrator.ledger import reporting
+from orchestrator.ledger.artifacts import RunArtifacts, write_json
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.live_log import LiveLog, quote
 from orchestrator.run.loop import OptimizationRun
 from orchestrator.run.state import RunAborted
 from orchestrator.vcs import VcsError

@@ -100,7 +100,7 @@ def simulate_study(args: argparse.Namespace, policy: Policy) -> int:
     """A measurement study's trials decided again under today's gates (and the policy's overrides)."""
     from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR
     from orchestrator.decision.study import analyse
-    from orchestrator.run.ledger.records import RecordsError, load_study
+    from orchestrator.ledger.records import RecordsError, load_study
 
     if args.trials < 1:
         return fail(f"--trials {args.trials}: give at least 1 trial per cell")
@@ -126,7 +126,7 @@ def simulate_main(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from orchestrator.decision.simulate import Policy, simulate_run
-    from orchestrator.run.ledger.records import RecordsError, is_study, load_records
+    from orchestrator.ledger.records import RecordsError, is_study, load_records
 
     try:
         policy = Policy(min_speedup=args.min_speedup, confidence=args.confidence, max_cv=args.max_cv,

@@ -17,9 +17,9 @@ from orchestrator.bundle.budget import resolve_budget
 from orchestrator.bundle.inputs import Inputs, load_inputs
 from orchestrator.cli.output import emit, fail
 from orchestrator.cli.run_command import absolute
+from orchestrator.ledger.artifacts import OutputDirError, prepare_output_dir
+from orchestrator.ledger.live_log import LiveLog
 from orchestrator.preflight.runner import MIN_BENCHMARK_WORKERS, Settings, full_validation
-from orchestrator.run.ledger.artifacts import OutputDirError, prepare_output_dir
-from orchestrator.run.ledger.live_log import LiveLog
 from protocol.bundle import Budget, BundleError
 from protocol.outcome import ExitCode
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 
 from orchestrator.decision.statistics import pooled_between_run_sd, student_t_quantile
+from protocol.results import Evaluation, EvaluationStatus
 
 # Relative between-process noise assumed at least (H200 A/A study: 0.1-0.3 % for kernels >= 50 µs).
 DEFAULT_NOISE_FLOOR = 0.002
@@ -75,3 +76,33 @@ def noise_from_run_medians(run_medians: dict[str, dict[str, list[float]]], *, co
         for case_id, medians in per_case.items():
             groups.setdefault(case_id, []).append(medians)
     return noise_from_history(groups, confidence=confidence, floor=floor)
+
+
+@dataclass(frozen=True)
+class RunMedians:
+    """A run's history for learning its noise: the median of every benchmarked run of every source, per case,
+    in the order the runs finished. Immutable: `with_run` returns the history with one more run.
+
+    Sources are told apart by the normalized digest of what was measured; sources and cases keep the order
+    they first appeared in, so the pooled estimate sums in the same order however the history was built (live,
+    rebuilt for a resume, or replayed by `simulate`)."""
+
+    runs: tuple[tuple[str, str, float], ...] = ()  # (source digest, case id, run median)
+
+    def with_run(self, digest: str, evaluation: Evaluation) -> RunMedians:
+        """This history and one finished run of the source `digest` (a failed run teaches nothing)."""
+        if evaluation.status is not EvaluationStatus.OK:
+            return self
+        added = tuple((digest, measured.case_id, measured.stats.median) for measured in evaluation.cases
+                      if measured.stats is not None)
+        return RunMedians(self.runs + added) if added else self
+
+    def by_source(self) -> dict[str, dict[str, list[float]]]:
+        """source digest -> case id -> the medians of its runs, in run order."""
+        grouped: dict[str, dict[str, list[float]]] = {}
+        for digest, case_id, median in self.runs:
+            grouped.setdefault(digest, {}).setdefault(case_id, []).append(median)
+        return grouped
+
+    def noise(self, *, confidence: float = 0.99, floor: float = DEFAULT_NOISE_FLOOR) -> BetweenRunNoise:
+        return noise_from_run_medians(self.by_source(), confidence=confidence, floor=floor)

@@ -1,18 +1,19 @@
 """Decide a recorded run's experiments again from its records, without a worker.
-
-Long because: the loop's decision steps (schedule, noise history, confirmation, veto, revalidation) are
-mirrored here side by side, one reading of the records, so they can be checked against the loop together.
+Long because: records of every age are read (before the noise was learnt, or learnt per case, before the per-case
+gate, without raw samples), and each replay says what it could not rebuild and which policy changes what.
 
 Kernel Tuner replays a search from its cache; this replays the promotion policy from a run's records, so a
-change to the policy can be tried on real runs in milliseconds. Each measured experiment is decided again
-by the real code (`gates.decide`, `noise.noise_from_history`, `confirmation.confirm_until_decided`) on
-the inputs the run had at that moment:
-- its candidate (or final) and incumbent runs: the `--schedule` runs first, then each confirmation pair,
-  deciding again after every pair as the run did;
-- the between-run noise learnt from every benchmarked run before that decision, in evaluation order,
-  grouped by the normalized digest of the source measured (an incumbent's is its parent record's);
-- the recorded test seed, and the profile veto when the record's profile gate failed (the profiles are
-  not judged again).
+change to the policy can be tried on real runs in milliseconds. Each measured experiment is decided again by
+the referee the run itself uses (`referee.py`), fed the recorded runs in the order it asks for them: the
+`--schedule` runs, then each confirmation pair it asks for while the record holds one (the recording is the
+clock: another pair fits when the run measured one). What differs from a run is only what a record cannot give:
+- the between-run noise history is rebuilt from every benchmarked run recorded before the decision, in
+  evaluation order, grouped by the normalized digest of the source measured (an incumbent's is its parent
+  record's), as `noise.RunMedians`, which the referee extends with the runs it is fed;
+- the test seed is the recorded one, and the profile veto is carried from the record where its profile gate
+  failed (the profiles are not judged again);
+- records decided before the noise was learnt, or learnt per case, are decided with the noise model of their
+  day (`Policy.noise_model` "recorded"), and records whose raw samples were dropped carry their noise gate.
 Duplicates and failed proposals had no measurement and are carried over as recorded. A `Policy` override
 shows which decisions would change; where one changes the incumbent the run diverges, and later rows judge
 measurements that such a run would not have made (`after_divergence`).
@@ -24,22 +25,21 @@ time with those gates off to check that everything else reproduces (`reproduced_
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from orchestrator.decision.confirmation import confirm_until_decided
-from orchestrator.decision.gates import Verdict, decide
-from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, noise_from_run_medians
+from orchestrator.decision.gates import Verdict
+from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, RunMedians
+from orchestrator.decision.referee import NoiseRule, Referee, Rules, Ruling
 from orchestrator.decision.schedule import measurement_schedule
 from protocol.base import StrictModel
 from protocol.bundle import Budget, Case
-from protocol.results import Decision, DecisionStatus, Evaluation, EvaluationStatus, ExperimentRecord
+from protocol.results import DecisionStatus, Evaluation, EvaluationStatus, ExperimentRecord
 from protocol.roles import Role
 
 # Labels of the runs the loop benchmarks: only these feed its between-run noise (deep profiles, commit
@@ -137,24 +137,6 @@ class _NotReplayable(Exception):
     """The records of one experiment cannot be decided again; the message says why."""
 
 
-class _RunMedians:
-    """The loop's `run_medians`: digest -> case -> the median of every benchmarked run, in run order."""
-
-    def __init__(self) -> None:
-        self.by_source: dict[str, dict[str, list[float]]] = {}
-
-    def add(self, digest: str, evaluation: Evaluation) -> None:
-        if evaluation.status is not EvaluationStatus.OK or evaluation.label not in BENCHMARKED_LABELS:
-            return
-        per_case = self.by_source.setdefault(digest, {})
-        for measured in evaluation.cases:
-            if measured.stats is not None:
-                per_case.setdefault(measured.case_id, []).append(measured.stats.median)
-
-    def noise(self, confidence: float, floor: float) -> BetweenRunNoise:
-        return noise_from_run_medians(self.by_source, confidence=confidence, floor=floor)
-
-
 def split_runs(evaluations: Sequence[Evaluation], schedule: Sequence[str],
                role: str) -> tuple[list[Evaluation], list[list[Evaluation]]]:
     """The schedule's runs, then the confirmation pairs (candidate, incumbent) measured after them.
@@ -209,27 +191,6 @@ def _one_sample_per_run(evaluation: Evaluation) -> Evaluation:
     cases = [m.model_copy(update={"samples_us": [m.stats.median]}) if m.stats is not None and not m.samples_us
              else m for m in evaluation.cases]
     return evaluation.model_copy(update={"cases": cases})
-
-
-def _with_recorded_noise_gate(verdict: Verdict, statistics: dict[str, Any]) -> Verdict:
-    """The verdict with the recorded test's noise gate in place of the one decided on medians alone (the
-    test kept in it only says that a test was run; its reason, which may cite that test, is dropped)."""
-    if verdict.test is None:
-        return verdict
-    gates = {**verdict.decision.gates, "noise": bool(statistics.get("passes_noise"))}
-    status = DecisionStatus.PROMOTED if all(gates.values()) else DecisionStatus.REJECTED
-    return Verdict(Decision(status=status, reason="", gates=gates), verdict.comparisons, verdict.aggregate_speedup,
-                   verdict.test)
-
-
-def run_to_completion(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Drive a coroutine that never suspends (the replay's measure_pair only hands over recorded runs)."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    coroutine.close()
-    raise RuntimeError("the confirmation replay suspended; it must not wait on anything")
 
 
 def _close(a: float | None, b: float | None) -> bool:
@@ -293,7 +254,7 @@ class _Replay:
         self.policy = policy
         self.new_gates_off = new_gates_off  # decide records as of their day: the gates they predate off
         self.schedule = measurement_schedule(settings.schedule)
-        self.history = _RunMedians()
+        self.history = RunMedians()
         self.digests = {e.experiment_id: e.normalized_sha256 or f"experiment:{e.experiment_id}" for e in experiments}
         recorded = [e.statistics for e in experiments if e.statistics]
         self.run_confidence = _first(*(s.get("confidence") for s in recorded), 0.99)
@@ -305,8 +266,11 @@ class _Replay:
         return self.digests.get(experiment_id or "", f"experiment:{experiment_id}")
 
     def add_history(self, digests: dict[str, str], evaluations: Sequence[Evaluation]) -> None:
+        """Runs the referee did not measure (the baseline, runs of records not decided again, pairs a policy
+        does not ask for): the run measured them all the same, and later decisions learnt from them."""
         for evaluation in evaluations:
-            self.history.add(digests.get(evaluation.label, "unknown"), evaluation)
+            if evaluation.label in BENCHMARKED_LABELS:
+                self.history = self.history.with_run(digests.get(evaluation.label, "unknown"), evaluation)
 
     def inputs(self, record: ExperimentRecord) -> _Inputs:
         statistics, policy = record.statistics, self.policy
@@ -376,48 +340,32 @@ class _Replay:
         given = self.inputs(record)
         if given.veto is not None:
             carried.append("profile veto")
-
-        def noise_now() -> BetweenRunNoise:
-            if not given.learned:
-                return BetweenRunNoise(floor=given.floor)
-            learned = self.history.noise(given.confidence, given.floor)
-            return learned if given.per_case else dataclasses.replace(learned, by_case={})
-
-        def verdict(runs: list[Evaluation], noise: BetweenRunNoise, profile_veto: str | None = None) -> Verdict:
-            decided = decide(self.cases, [e for e in runs if e.label == role],
-                             [e for e in runs if e.label == "incumbent"], given.budget, profile_veto=profile_veto,
-                             test_seed=given.seed or 0, confidence=given.confidence, noise=noise)
-            return _with_recorded_noise_gate(decided, record.statistics) if medians_only else decided
-
-        runs = list(initial)
-        self.add_history(digests, runs)
-        noise = noise_now()
+        rules = Rules(cases=tuple(self.cases), budget=given.budget, confidence=given.confidence,
+                      schedule=tuple(self.schedule), confirm_pairs=_first(self.settings.confirm_pairs, len(pairs)),
+                      noise=NoiseRule(floor=given.floor, learned=given.learned, per_case=given.per_case))
+        referee = Referee(rules)
+        state = referee.start(role=Role(role), test_seed=given.seed or 0, history=self.history,
+                             digests=(digests[role], digests["incumbent"]), carried_veto=given.veto,
+                             carried_noise_gate=bool(record.statistics.get("passes_noise")) if medians_only else None)
+        recorded = list(initial)
         remaining = list(pairs)
-
-        async def measure_pair(_pair: int) -> bool:
-            pair = remaining.pop(0)
-            runs.extend(pair)
-            self.add_history(digests, pair)
-            return all(e.status is EvaluationStatus.OK for e in pair)
-
-        def decide_again() -> Verdict:
-            nonlocal noise
-            noise = noise_now()
-            return verdict(runs, noise)
-
-        final, _pairs = run_to_completion(confirm_until_decided(
-            verdict(runs, noise), max_pairs=_first(self.settings.confirm_pairs, len(pairs)),
-            measure_pair=measure_pair, decide_again=decide_again, can_afford_pair=lambda: bool(remaining),
-            on_skip=lambda _why: notes.append("this policy would measure another confirmation pair; none is recorded")))
+        while not isinstance(action := referee.next(state), Ruling):
+            if not recorded:  # the referee asks for a confirmation pair, and one is recorded (`fits` said so)
+                recorded = remaining.pop(0)
+            run = recorded.pop(0)
+            # the recording's clock: time is left while the run measured more (another pair fits when it did)
+            state = referee.measured(state, run, math.inf if recorded or remaining else 0.0)
+        ruling = action
+        if ruling.confirmation_cut:
+            notes.append("this policy would measure another confirmation pair; none is recorded")
+        self.history = ruling.history
         if remaining:
             notes.append(f"{len(remaining)} recorded confirmation pair(s) not asked for by this policy")
             for pair in remaining:  # measured all the same: later decisions learnt from them
                 self.add_history(digests, pair)
-        if given.veto is not None:  # the loop decides again with the veto, on every run and the last noise
-            final = verdict(runs, noise, given.veto)
-        if final.test is not None and given.seed is None:
+        if ruling.verdict.test is not None and given.seed is None:
             notes.append("the record holds no test seed: the test ran with seed 0")
-        return self.view(record, final, noise, given.learned, medians_only)
+        return self.view(record, ruling.verdict, ruling.noise, given.learned, medians_only)
 
     @staticmethod
     def view(record: ExperimentRecord, verdict: Verdict, noise: BetweenRunNoise, learned: bool,

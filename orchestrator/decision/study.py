@@ -4,9 +4,9 @@ A study (`scripts/measurement_study.py`, docs/measurement.md) measured, per exam
 processes: A (the kernel), A2 (a comment changed: an A/A candidate) and T2/T3/T5 (the kernel followed by 2, 3
 or 5 % of calibrated extra GPU work: an incumbent whose removal, candidate A, is a true gain). A trial takes
 an A/B/A triple of those runs as a run schedules them (the candidate's run from another process than both
-incumbent runs), decides with the product's `gates.decide` on the noise a run would have learnt (the
-incumbent variant's repeated runs, t-inflated) and extends it with the product's confirmation loop, drawing
-further runs of the same variants, none twice. Runs are real; trials are drawn from them.
+incumbent runs) and has the product's referee (`referee.py`) decide it, on the noise a run would have learnt
+(the incumbent variant's repeated runs, t-inflated), with the confirmation pairs it asks for drawn from further
+runs of the same variants, none twice. Runs are real; trials are drawn from them.
 
 Each example is decided alone (one case), and, where the study holds several, all of them together as one
 candidate with a case per example, each case's runs drawn from its own example: only there does the per-case
@@ -25,14 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.decision.confirmation import confirm_until_decided
-from orchestrator.decision.gates import Verdict, decide
-from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, noise_from_history
-from orchestrator.decision.simulate import run_to_completion
+from orchestrator.decision.gates import Verdict
+from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, RunMedians, noise_from_history
+from orchestrator.decision.referee import Measure, NoiseRule, Referee, Rules, Ruling
 from orchestrator.decision.statistics import sample_stats
 from protocol.base import StrictModel
 from protocol.bundle import Budget, Case
 from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus
+from protocol.roles import Role
 
 GAINS = {"T2": 0.02, "T3": 0.03, "T5": 0.05}
 VARIANTS = ("A", "A2", *GAINS)
@@ -127,10 +127,11 @@ def _evaluation(label: str, cases: Sequence[Case], runs: Sequence[StudyRun]) -> 
 
 def trial(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: random.Random,
           confirm_pairs: int, confidence: float = 0.99) -> tuple[Verdict, int, int, bool]:
-    """One A/B/A trial, extended by the product's confirmation loop. Returns the verdict, the runs used, the
-    confirmation pairs measured, and whether any verdict on the way had the per-case regression gate to thank
-    for its course (failed, or a case undecided): only then can the gate-off replay differ."""
-    cases = [side.case for side in sides]
+    """One A/B/A trial decided by the product's referee, its confirmation pairs drawn as it asks for them. Returns
+    the verdict, the runs used, the confirmation pairs measured, and whether any verdict on the way had the
+    per-case regression gate to thank for its course (failed, or a case undecided): only then can the gate-off
+    replay differ."""
+    cases = tuple(side.case for side in sides)
     incumbents: list[list[StudyRun]] = []
     candidates: list[list[StudyRun]] = []
     for side in sides:
@@ -139,36 +140,35 @@ def trial(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: r
         incumbents.append(drawn)
         candidates.append([rng.choice([r for r in side.candidate if r.process not in processes] or side.candidate)])
     test_seed = rng.randrange(2**31)
-    gate_mattered = False
-
-    def decide_again() -> Verdict:
-        nonlocal gate_mattered
-        runs = len(candidates[0])
-        verdict = decide(cases, [_evaluation("candidate", cases, [c[i] for c in candidates]) for i in range(runs)],
-                         [_evaluation("incumbent", cases, [c[i] for c in incumbents]) for i in range(len(incumbents[0]))],
-                         budget, test_seed=test_seed, confidence=confidence, noise=noise)
-        gate_mattered |= verdict.decision.gates.get("case_regression") is False or bool(verdict.undecided_cases)
-        return verdict
 
     def spare(pool: list[StudyRun], used: list[StudyRun]) -> list[StudyRun]:
         taken = {id(run) for run in used}
         return [run for run in pool if id(run) not in taken]
 
-    async def measure_pair(_pair: int) -> bool:
-        for index, side in enumerate(sides):
-            for drawn, pool in ((candidates[index], side.candidate), (incumbents[index], side.incumbent)):
-                drawn.append(rng.choice(spare(pool, [*candidates[index], *incumbents[index]])))
-        return True
-
-    def can_afford_pair() -> bool:
+    def another_pair_fits() -> bool:
         return all(spare(side.candidate, [*candidates[i], *incumbents[i]])
                    and spare(side.incumbent, [*candidates[i], *incumbents[i]]) for i, side in enumerate(sides))
 
-    verdict, pairs = run_to_completion(confirm_until_decided(
-        decide_again(), max_pairs=confirm_pairs, measure_pair=measure_pair, decide_again=decide_again,
-        can_afford_pair=can_afford_pair))
+    referee = Referee(Rules(cases=cases, budget=budget, confidence=confidence, confirm_pairs=confirm_pairs,
+                            noise=NoiseRule(given=noise)))
+    state = referee.start(role=Role.CANDIDATE, test_seed=test_seed, history=RunMedians(),
+                         digests=("candidate", "incumbent"))
+    taken = {"candidate": 0, "incumbent": 0}
+    while not isinstance(action := referee.next(state), Ruling):
+        assert isinstance(action, Measure)  # no profile evidence in a study
+        if action.pair and action.side == "candidate":  # a pair is drawn whole, candidate first, side by side
+            for index, side in enumerate(sides):
+                for drawn, pool in ((candidates[index], side.candidate), (incumbents[index], side.incumbent)):
+                    drawn.append(rng.choice(spare(pool, [*candidates[index], *incumbents[index]])))
+        runs = candidates if action.side == "candidate" else incumbents
+        run = _evaluation(action.role.value, cases, [drawn[taken[action.side]] for drawn in runs])
+        taken[action.side] += 1
+        # the study's clock: another pair fits while every side has runs of both variants left to draw
+        state = referee.measured(state, run, math.inf if another_pair_fits() else 0.0)
+    gate_mattered = any(verdict.decision.gates.get("case_regression") is False or bool(verdict.undecided_cases)
+                        for verdict in action.verdicts)
     used = sum(len(c) + len(i) for c, i in zip(candidates, incumbents, strict=True)) // len(sides)
-    return verdict, used, pairs, gate_mattered
+    return action.verdict, used, action.pairs, gate_mattered
 
 
 def _cell(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: random.Random, trials: int,

@@ -49,6 +49,11 @@ def longest_worker_seconds(evaluations: Sequence[Evaluation]) -> float:
     return max((e.worker.wall_seconds or 0.0 for e in evaluations), default=0.0)
 
 
+def pair_fits(seconds_left: float, runs: Sequence[Evaluation]) -> bool:
+    """One more confirmation pair fits when two more runs as long as the longest of the decision so far do."""
+    return seconds_left > 0 and seconds_left >= 2 * longest_worker_seconds(runs)
+
+
 def candidate_fits(seconds_left: float, expected_seconds: float) -> bool:
     """A candidate cut off by the deadline halfway through its A/B/A runs decides nothing and only costs
     time, so the run stops before it instead."""

@@ -15,9 +15,9 @@ from typing import Any
 from orchestrator.bundle.arch import DeviceView
 from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, FrozenBundle, Inputs
 from orchestrator.bundle.lock import LOCK_NAME, lock_files
+from orchestrator.ledger.artifacts import write_json
+from orchestrator.ledger.live_log import quote
 from orchestrator.preflight.checks import failed_check, passed_check
-from orchestrator.run.ledger.artifacts import write_json
-from orchestrator.run.ledger.live_log import quote
 from protocol.lock import BundleLock, CaseStability, CheckResult
 from protocol.results import Evaluation
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 
+from orchestrator.bundle.entry_facts import dotted_name, is_kernel_function
 from orchestrator.preflight.python_template import read_template, render_template
 
 INVALID_MARKER = "tlx_agent_negative_test_invalid_syntax"
@@ -24,7 +25,6 @@ INVALID_SUFFIX = (
     "\n\n# tlx-agent validate: negative test, deliberately invalid syntax; build must reject this file\n"
     f"def {INVALID_MARKER}(:\n    pass\n"
 )
-KERNEL_DECORATOR_SUFFIXES = ("jit", "autotune", "heuristics")
 PERTURBATION = "outputs shifted by 1e-2*max|out| + 1.0 (floats), +1 (integers), negated (bools)"
 
 
@@ -34,21 +34,6 @@ class NegativeVariantError(Exception):
 
 def invalid_variant(source: str) -> str:
     return source.rstrip("\n") + "\n" + INVALID_SUFFIX
-
-
-def _dotted(node: ast.expr) -> str:
-    if isinstance(node, ast.Call):
-        return _dotted(node.func)
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    if isinstance(node, ast.Name):
-        return node.id
-    return ""
-
-
-def is_kernel_function(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Decorated with something named like triton.jit / tlx.jit / triton.autotune / triton.heuristics."""
-    return any(_dotted(d).split(".")[-1] in KERNEL_DECORATOR_SUFFIXES for d in node.decorator_list)
 
 
 def public_entry_functions(tree: ast.Module) -> list[str]:
@@ -66,7 +51,7 @@ class _StoreShifter(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
-        if _dotted(node.func).split(".")[-1] == "store":
+        if dotted_name(node.func).split(".")[-1] == "store":
             if len(node.args) >= 2:
                 node.args[1] = ast.BinOp(left=node.args[1], op=ast.Add(), right=ast.Constant(1))
                 self.count += 1

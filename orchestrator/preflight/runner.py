@@ -38,6 +38,8 @@ from orchestrator.bundle.inputs import FrozenBundle, Inputs, freeze_bundle, sha2
 from orchestrator.bundle.interpreter import triton_facts, triton_mismatch
 from orchestrator.bundle.lock import load_lock, lock_summary, match_lock
 from orchestrator.decision.timing_modes import fixed_modes, learn_modes
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.live_log import LiveLog, quote
 from orchestrator.preflight.checks import (
     check_build,
     check_device,
@@ -52,12 +54,10 @@ from orchestrator.preflight.checks import (
 )
 from orchestrator.preflight.lock_report import build_lock, report_lines, write_lock
 from orchestrator.preflight.negative_variants import NegativeVariantError, incorrect_variant, invalid_variant
-from orchestrator.run.config import RunConfig
-from orchestrator.run.ledger.live_log import LiveLog, quote
-from orchestrator.run.verdict_fallback import settle_verdict_process, worker_target
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import become_subreaper
+from orchestrator.worker.verdict_fallback import settle_verdict_process, worker_target
 from protocol.autotune import AutotuneRecord, AutotuneSetup
 from protocol.bundle import Budget, BundleError, Case
 from protocol.lock import BundleLock, CaseStability, CheckResult
@@ -102,7 +102,7 @@ class Preflight:
     parent_env: dict[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: "validate-" + uuid.uuid4().hex[:8])
     bundle: FrozenBundle | None = None
-    verdict_fallback: str = ""  # why workers run verdicts in the candidate's process (run/verdict_fallback.py)
+    verdict_fallback: str = ""  # why workers run verdicts in the candidate's process (worker/verdict_fallback.py)
     timing_modes: dict[str, str] = field(default_factory=dict)  # decision/timing_modes.py
     # the untouched kernel's own autotune choice, pinned in every worker (orchestrator/autotune/)
     autotune: AutotuneRecord | None = None
@@ -122,7 +122,7 @@ class Preflight:
         base = self.work_root / "profile_artifacts" / tag
 
         def factory(case: Case) -> ProfileRequest | None:
-            from orchestrator.run.ledger.reporting import safe_name
+            from orchestrator.ledger.reporting import safe_name
 
             request = ProfileRequest(level="summary", experiment_id=tag, reason="bundle validation",
                                      artifacts_dir=str(base / safe_name(case.case_id)))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from orchestrator.ledger.config import RunConfig
 from orchestrator.providers.base import CandidateProvider, ProviderConfigError
-from orchestrator.run.config import RunConfig
 
 PROVIDERS = ("tune", "replay", "openai", "anthropic", "codex", "claude")
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import trio
 
-from orchestrator.run.config import RunConfig
+from orchestrator.ledger.artifacts import RunArtifacts, write_json
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.live_log import LiveLog
 from orchestrator.run.evaluator import Evaluator
-from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
-from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.state import RunState
 from orchestrator.vcs import (
     CommitSession,

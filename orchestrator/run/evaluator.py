@@ -2,37 +2,61 @@
 
 The commit and profile steps receive this object, not the whole run: they can ask for an evaluation and
 write to the run's log and records, nothing more. Every evaluation re-checks the frozen bundle and the
-sources the run wrote (a candidate that got past the sandbox must not swap its rival's kernel), and every
-benchmarked run of a source feeds the between-run noise the decisions learn from.
+sources the run wrote (a candidate that got past the sandbox must not swap its rival's kernel). `Evaluates` is
+what the run's steps use of it: a test hands them an object of that shape that returns recorded or synthetic
+evaluations instead of starting workers (tests/run/fake_evaluator.py).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import trio
 
 from orchestrator.bundle.inputs import FrozenBundle, Inputs, check_frozen
 from orchestrator.decision.physics import physics_verdict
 from orchestrator.decision.timing_modes import fixed_modes, learn_modes
-from orchestrator.run.config import RunConfig
-from orchestrator.run.ledger import reporting
-from orchestrator.run.ledger.artifacts import RunArtifacts
-from orchestrator.run.ledger.evaluations import FinishedEvaluation, write_finished
-from orchestrator.run.ledger.live_log import LiveLog
-from orchestrator.run.state import RunAborted, RunState, add_run_medians
-from orchestrator.run.verdict_fallback import worker_target
-from orchestrator.source_digest import normalized_digest, raw_digest
+from orchestrator.ledger import reporting
+from orchestrator.ledger.artifacts import RunArtifacts
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.evaluations import FinishedEvaluation, write_finished
+from orchestrator.ledger.live_log import LiveLog
+from orchestrator.run.state import RunAborted, RunState
+from orchestrator.source_digest import raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import end_leftovers
+from orchestrator.worker.verdict_fallback import worker_target
 from protocol.autotune import AutotuneSetup
 from protocol.bundle import Case, Target
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.profile import ProfileRequest, resolve_native_profiler
 from protocol.results import Evaluation, EvaluationStatus
 from protocol.roles import Role
+
+
+class Evaluates(Protocol):
+    """The run's evaluator as its steps see it: the run's inputs and records, and one evaluation per call."""
+
+    config: RunConfig
+    inputs: Inputs
+    bundle: FrozenBundle
+    artifacts: RunArtifacts
+    log: LiveLog
+    reusable: dict[tuple[str, str], FinishedEvaluation]
+
+    def check_bundle(self, state: RunState) -> None: ...
+
+    async def evaluate(self, state: RunState, *, role: Role, experiment_id: str, kernel_path: Path, tag: str,
+                       deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",
+                       benchmark: bool = True) -> Evaluation: ...
+
+
+# how the run makes its evaluator once the bundle is frozen: `Evaluator`, or a test's fake
+MakesEvaluator = Callable[[RunConfig, Inputs, FrozenBundle, RunArtifacts, LiveLog, "Spawner | None"], Evaluates]
 
 
 class Evaluator:
@@ -144,8 +168,6 @@ class Evaluator:
                 evaluation.status, evaluation.reason = EvaluationStatus.CHEAT_DETECTED, impossible
         write_finished(experiment_dir, FinishedEvaluation(experiment_id=experiment_id, tag=tag, label=role.value,
                                                           source_sha256=digest, evaluation=evaluation))
-        if benchmark and source is not None:
-            add_run_medians(state.run_medians, normalized_digest(source), evaluation)
         for case_id in learn_modes(state.timing_modes, evaluation):
             self.log.event(f"timing_mode case={case_id} mode={state.timing_modes[case_id]} (fixed for the run from "
                            f"{experiment_id} {role.value})")
@@ -164,7 +186,7 @@ class Evaluator:
 
     def worker_target(self, state: RunState) -> Target:
         """The target as workers get it: the bundle's, or with verdicts in the candidate's process when the
-        judge could not take the untouched kernel (run/verdict_fallback.py)."""
+        judge could not take the untouched kernel (worker/verdict_fallback.py)."""
         return worker_target(self.inputs.target, state.verdict_fallback)
 
     def check_device(self, state: RunState, evaluation: Evaluation) -> None:

@@ -3,7 +3,7 @@ Long because: each phase has its resumed form next to it (`--resume`, docs/resum
 
 Each phase is a method; the work inside a phase lives elsewhere: `Evaluator` runs workers, `SideBySide`
 measures and judges, `CommitStep` commits, `profile_step` gathers profile evidence, `orchestrator.decision`
-decides, and the ledger (`run/ledger/`) writes every record.
+decides, and the ledger (`orchestrator/ledger/`) writes every record.
 """
 
 from __future__ import annotations
@@ -12,16 +12,20 @@ import os
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
 
 from orchestrator.autotune.winner import winner_first_call
 from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundle
-from orchestrator.decision.gates import Verdict
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
-from orchestrator.decision.schedule import measurement_schedule
+from orchestrator.decision.referee import Ruling
 from orchestrator.decision.time_budget import candidate_fits, expected_candidate_seconds, revalidation_reserve
+from orchestrator.ledger import reporting
+from orchestrator.ledger.artifacts import RunArtifacts, write_json
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.live_log import LiveLog, quote
 from orchestrator.providers.base import (
     CandidateProvider,
     Proposal,
@@ -29,22 +33,19 @@ from orchestrator.providers.base import (
     ProposalError,
     ProviderExhausted,
 )
-from orchestrator.run import profile_step, verdict_fallback
+from orchestrator.run import profile_step
 from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.commit_step import CommitStep
-from orchestrator.run.config import RunConfig
-from orchestrator.run.evaluator import Evaluator
-from orchestrator.run.ledger import reporting
-from orchestrator.run.ledger.artifacts import RunArtifacts, write_json
-from orchestrator.run.ledger.live_log import LiveLog, quote
-from orchestrator.run.ledger.manifest import run_manifest
+from orchestrator.run.evaluator import Evaluates, Evaluator, MakesEvaluator
+from orchestrator.run.manifest import run_manifest
 from orchestrator.run.provider_failures import ProviderFailed, ProviderFailures
 from orchestrator.run.resume.providers import resume_provider
 from orchestrator.run.resume.rebuild import Resumption, choose_incumbents, incumbent_of
 from orchestrator.run.screening import Screener
-from orchestrator.run.side_by_side import SideBySide
+from orchestrator.run.side_by_side import SideBySide, Source
 from orchestrator.run.state import Incumbent, RunAborted, RunState, promoted_incumbent
 from orchestrator.source_digest import normalized_digest, raw_digest
+from orchestrator.worker import verdict_fallback
 from orchestrator.worker.forkserver import make_spawner
 from orchestrator.worker.process import Spawner
 from orchestrator.worker.process_tree import become_subreaper
@@ -66,7 +67,8 @@ class OptimizationRun:
     def __init__(self, config: RunConfig, inputs: Inputs, provider: CandidateProvider, log: LiveLog,
                  artifacts: RunArtifacts, commit_step: CommitStep, spawner: Spawner | None = None,
                  prior_digests: frozenset[str] = frozenset(), prior_evidence: tuple[dict, ...] = (),
-                 resume: Resumption | None = None) -> None:
+                 resume: Resumption | None = None, make_evaluator: MakesEvaluator = Evaluator,
+                 draw_test_seed: Callable[[str], int] = lambda _experiment_id: secrets.randbelow(2**31)) -> None:
         self.config = config
         self.inputs = inputs
         self.provider = provider
@@ -74,10 +76,11 @@ class OptimizationRun:
         self.artifacts = artifacts
         self.commit_step = commit_step
         self.spawner = spawner
-        self.schedule = measurement_schedule(config.schedule)
         self.prior_digests = prior_digests
         self.prior_evidence = prior_evidence
-        self.evaluator: Evaluator | None = None
+        self.make_evaluator = make_evaluator  # a test's fake evaluator returns recorded or synthetic evaluations
+        self.draw_test_seed = draw_test_seed  # the bootstrap's seed per experiment (a recorded run's, to replay it)
+        self.evaluator: Evaluates | None = None
         self.side_by_side: SideBySide | None = None
         self.screener: Screener | None = None  # set once the rounds start (the tuner screens families)
         self.resume = resume  # a dead run's records to go on from (orchestrator/run/resume/)
@@ -154,9 +157,10 @@ class OptimizationRun:
         """A resumed run works on the frozen bundle the dead run checked, and its commit session as the
         dead run's commits left it."""
         recorded = resume.recorded
-        self.evaluator = Evaluator(self.config, self.inputs, recorded.bundle, self.artifacts, self.log, self.spawner)
+        self.evaluator = self.make_evaluator(self.config, self.inputs, recorded.bundle, self.artifacts, self.log,
+                                             self.spawner)
         self.evaluator.reusable = dict(resume.reusable)
-        self.side_by_side = SideBySide(self.evaluator, self.schedule)
+        self.side_by_side = SideBySide(self.evaluator)
         self.evaluator.check_bundle(state)
         winners = {r.experiment_id: Path(r.source_path).read_text(encoding="utf-8") for r in state.experiments
                    if r.decision is not None and r.decision.status is DecisionStatus.PROMOTED}
@@ -182,8 +186,8 @@ class OptimizationRun:
 
     def freeze(self, state: RunState) -> None:
         bundle = freeze_bundle(self.inputs, self.artifacts.root)
-        self.evaluator = Evaluator(self.config, self.inputs, bundle, self.artifacts, self.log, self.spawner)
-        self.side_by_side = SideBySide(self.evaluator, self.schedule)
+        self.evaluator = self.make_evaluator(self.config, self.inputs, bundle, self.artifacts, self.log, self.spawner)
+        self.side_by_side = SideBySide(self.evaluator)
         # The frozen copy must be byte-identical to what validation (lock or built-in) checked: a file edited
         # between the preflight and the freeze would otherwise run unvalidated.
         validated = (self.config.bundle_lock_summary or {}).get("files") or {}
@@ -234,6 +238,7 @@ class OptimizationRun:
                                   wall_seconds=evaluation.worker.wall_seconds)
         state.experiments.append(record)
         state.seen_digests[record.normalized_sha256] = "baseline"
+        state.run_medians = state.run_medians.with_run(record.normalized_sha256, evaluation)  # the noise's first run
         write_json(self.artifacts.experiment_dir("baseline") / "result.json", record)
         write_json(self.artifacts.root / "experiments.json", state.experiments)  # a resume reuses the baseline
         write_json(self.artifacts.root / "baseline_profile.json", reporting.profiles_by_case(evaluation))
@@ -413,22 +418,13 @@ class OptimizationRun:
             self.log.event(reporting.decision_line(experiment_id, record))
             return self.record(state, record, started), None
 
-        evaluations, candidate = await self.side_by_side.measure(
-            state, experiment_id, source_path, incumbent.kernel_path, deadline=deadline, role=Role.CANDIDATE,
-            profile_level="summary")
-        test_seed = secrets.randbelow(2**31)
-        verdict, noise = await self.side_by_side.judge(state, experiment_id, evaluations, source_path,
-                                                       incumbent.kernel_path, deadline=deadline, role=Role.CANDIDATE,
-                                                       test_seed=test_seed)
-        record.evaluations = evaluations
-        if self.config.profile and candidate.status is EvaluationStatus.OK:
-            veto = await profile_step.profile_evidence(self.evaluator, state, record, candidate, incumbent.evaluation,
-                                                       verdict, deadline)
-            if veto is not None:
-                verdict = self.side_by_side.verdict(evaluations, Role.CANDIDATE, test_seed, noise, profile_veto=veto)
-        apply_verdict(record, verdict)
-        if record.statistics:
-            record.statistics["between_run_noise"] = noise.as_dict()
+        ruling = await self.side_by_side.decide(
+            state, experiment_id, role=Role.CANDIDATE, candidate=Source(source_path, record.normalized_sha256),
+            incumbent=Source(incumbent.kernel_path, normalized_digest(incumbent.source)), deadline=deadline,
+            test_seed=self.draw_test_seed(experiment_id), evidence=profile_step.evidence(self.evaluator, state,
+                                                                              incumbent.evaluation))
+        record.evaluations = ruling.evaluations
+        apply_ruling(record, ruling)
         self.log.event(reporting.decision_line(experiment_id, record))
         self.record(state, record, started)
         if record.decision and record.decision.status is DecisionStatus.PROMOTED:
@@ -462,27 +458,20 @@ class OptimizationRun:
         final_path = self.artifacts.write_source("final", incumbent.source)
         baseline_path = self.artifacts.root / "experiments/baseline/kernel.py"
         state.written_sources[str(final_path)] = raw_digest(incumbent.source)
-        evaluations, final = await self.side_by_side.measure(
-            state, "final", final_path, baseline_path, deadline=state.deadline, role=Role.FINAL, profile_level="deep")
-        test_seed = secrets.randbelow(2**31)
-        verdict, noise = await self.side_by_side.judge(state, "final", evaluations, final_path, baseline_path,
-                                                       deadline=state.deadline, role=Role.FINAL, test_seed=test_seed)
-        if self.config.profile and final.status is EvaluationStatus.OK:
-            veto = profile_step.evidence_veto(self.evaluator, state, final, verdict)
-            if veto is not None:
-                verdict = self.side_by_side.verdict(evaluations, Role.FINAL, test_seed, noise, profile_veto=veto)
+        baseline_evaluation = next(r for r in state.experiments if r.experiment_id == "baseline").evaluations[0]
+        ruling = await self.side_by_side.decide(
+            state, "final", role=Role.FINAL, candidate=Source(final_path, normalized_digest(incumbent.source)),
+            incumbent=Source(baseline_path, normalized_digest(self.inputs.kernel_source)), deadline=state.deadline,
+            test_seed=self.draw_test_seed("final"),
+            evidence=profile_step.evidence(self.evaluator, state, baseline_evaluation))
         record = ExperimentRecord(experiment_id="final", parent_id=incumbent.experiment_id,
                                   source_sha256=raw_digest(incumbent.source),
                                   normalized_sha256=normalized_digest(incumbent.source), source_path=str(final_path),
                                   metadata=next((e.metadata for e in state.experiments
                                                  if e.experiment_id == incumbent.experiment_id), CandidateMetadata()),
-                                  evaluations=evaluations)
-        apply_verdict(record, verdict)
-        if record.statistics:
-            record.statistics["between_run_noise"] = noise.as_dict()
-        accepted = verdict.decision.status is DecisionStatus.PROMOTED
-        record.decision = Decision(status=DecisionStatus.REVALIDATED if accepted else DecisionStatus.REJECTED,
-                                   reason=verdict.decision.reason, gates=verdict.decision.gates)
+                                  evaluations=ruling.evaluations)
+        apply_ruling(record, ruling)
+        accepted = ruling.promoted
         state.experiments.append(record)
         write_json(self.artifacts.experiment_dir("final") / "result.json", record)
         write_json(self.artifacts.root / "experiments.json", state.experiments)
@@ -527,12 +516,15 @@ class OptimizationRun:
             output_dir=self.artifacts.root, provider_failures=self.provider_failures.count)
 
 
-def apply_verdict(record: ExperimentRecord, verdict: Verdict) -> None:
-    record.decision = verdict.decision
+def apply_ruling(record: ExperimentRecord, ruling: Ruling) -> None:
+    """The referee's ruling into the experiment's record: the decision, the comparisons, the test and its noise."""
+    verdict = ruling.verdict
+    record.decision = ruling.decision
     record.comparisons = verdict.comparisons
     record.aggregate_speedup = verdict.aggregate_speedup
     if verdict.test is not None:
         record.statistics = verdict.test.model_dump(mode="json")
+        record.statistics["between_run_noise"] = ruling.noise.as_dict()
 
 
 def run_exit_code(stopping_reason: StoppingReason, has_winner: bool, commit_failed: bool) -> ExitCode:

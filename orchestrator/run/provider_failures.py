@@ -18,10 +18,10 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
+from orchestrator.ledger.artifacts import RunArtifacts
+from orchestrator.ledger.live_log import LiveLog, quote
 from orchestrator.providers.base import ProposalError
 from orchestrator.providers.redaction import environment_secret_values, redact_secrets
-from orchestrator.run.ledger.artifacts import RunArtifacts
-from orchestrator.run.ledger.live_log import LiveLog, quote
 from orchestrator.run.state import RunAborted
 from orchestrator.text import one_line
 

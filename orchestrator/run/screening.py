@@ -28,8 +28,8 @@ from orchestrator.compile_ahead.feasibility import Feasibility
 from orchestrator.compile_ahead.store import InfeasibleStore
 from orchestrator.compile_ahead.variants import VariantCheck, VariantJob, check_variants
 from orchestrator.run import screening_ahead
-from orchestrator.run.verdict_fallback import screening_target
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
+from orchestrator.worker.verdict_fallback import screening_target
 from protocol.results import EvaluationStatus
 from protocol.roles import Role
 from protocol.worker import ScreenCommand, ScreenedVariant, ScreenVariant

@@ -1,91 +1,95 @@
-"""Candidate against incumbent in fresh workers, in the `--schedule` order, then the verdict.
+"""The referee's driver in a live run: each run it asks for in a fresh worker, each deep profile, the live log.
 
-Clock and thermal drift hit both sides because the incumbent is re-measured around the candidate (A/B/A by
-default). While only the noise gate holds a candidate back, more candidate/incumbent pairs are measured
-(`--confirm-runs`), each only if two more workers fit before the deadline.
+The decision itself (schedule, verdict, confirmation pairs, profile evidence and vetoes) is the referee's
+(`orchestrator/decision/referee.py`), the same that `tlx-agent simulate` feeds recorded runs to. This module only
+answers it: a `Measure` is one evaluation of the candidate or the incumbent, a `Profile` one deep profile,
+each fed back with the seconds left before the deadline; what the referee notes goes to the live log, and the
+profiles it compared to the experiment's profile.json.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
-from orchestrator.decision.confirmation import confirm_until_decided
-from orchestrator.decision.gates import Verdict, decide
-from orchestrator.decision.noise import BetweenRunNoise, noise_from_run_medians
-from orchestrator.decision.time_budget import longest_worker_seconds
-from orchestrator.run.evaluator import Evaluator
-from orchestrator.run.ledger import reporting
+from orchestrator.decision.evidence import Evidence
+from orchestrator.decision.referee import Measure, NoiseRule, Profile, Referee, Rules, Ruling
+from orchestrator.decision.schedule import measurement_schedule
+from orchestrator.ledger import reporting
+from orchestrator.ledger.artifacts import write_json
+from orchestrator.run.evaluator import Evaluates
 from orchestrator.run.state import RunState
-from protocol.results import Evaluation, EvaluationStatus
+from protocol.results import Evaluation
 from protocol.roles import Role
 
 
+@dataclass(frozen=True)
+class Source:
+    """One side of a decision: the file a worker runs and the normalized digest its runs are learnt under."""
+
+    path: Path
+    digest: str
+
+
+def decision_rules(evaluator: Evaluates) -> Rules:
+    """The run's rules: its cases, budget, confidence, `--schedule` and `--confirm-runs`; noise learnt per case."""
+    config = evaluator.config
+    return Rules(cases=tuple(evaluator.inputs.cases), budget=config.budget, confidence=config.confidence,
+                 schedule=tuple(measurement_schedule(config.schedule)), confirm_pairs=config.confirm_pairs,
+                 noise=NoiseRule())
+
+
 class SideBySide:
-    def __init__(self, evaluator: Evaluator, schedule: list[str]) -> None:
+    def __init__(self, evaluator: Evaluates) -> None:
         self.evaluator = evaluator
-        self.schedule = schedule
-        self.config = evaluator.config
+        self.referee = Referee(decision_rules(evaluator))
 
-    async def measure(self, state: RunState, experiment_id: str, candidate_path: Path, incumbent_path: Path, *,
-                      deadline: float, role: Role, profile_level: str | None, schedule: list[str] | None = None,
-                      first_index: int = 0) -> tuple[list[Evaluation], Evaluation]:
-        """The incumbent runs are skipped once the candidate has failed: they would decide nothing."""
-        evaluations: list[Evaluation] = []
-        candidate: Evaluation | None = None
-        for index, side in enumerate(schedule or self.schedule, start=first_index):
-            if side == "candidate":
-                candidate = await self.evaluator.evaluate(
-                    state, role=role, experiment_id=experiment_id, kernel_path=candidate_path,
-                    tag=f"{index}-{role.value}", deadline=deadline, profile_level=profile_level,
-                    profile_reason=role.value)
-                evaluations.append(candidate)
-                self.evaluator.log.event(reporting.evaluation_line(experiment_id, role.value, candidate))
-                if candidate.status is not EvaluationStatus.OK:
-                    break
-            else:
-                evaluations.append(await self.evaluator.evaluate(
-                    state, role=Role.INCUMBENT, experiment_id=experiment_id, kernel_path=incumbent_path,
-                    tag=f"{index}-incumbent", deadline=deadline))
-        assert candidate is not None  # measurement_schedule guarantees a candidate slot
-        return evaluations, candidate
+    async def decide(self, state: RunState, experiment_id: str, *, role: Role, candidate: Source, incumbent: Source,
+                     deadline: float, test_seed: int, evidence: Evidence | None) -> Ruling:
+        """Measure what the referee asks for until it rules; the run's noise history then holds every run."""
+        evaluator, log = self.evaluator, self.evaluator.log
+        judgement = self.referee.start(role=role, test_seed=test_seed, history=state.run_medians,
+                                      digests=(candidate.digest, incumbent.digest), evidence=evidence)
+        while True:
+            action = self.referee.next(judgement)
+            for note in action.notes:
+                log.event(f"{experiment_id} {note}")
+            if isinstance(action, Ruling):
+                break
+            if isinstance(action, Profile):
+                deep = await evaluator.evaluate(
+                    state, role=Role.DEEP_PROFILE, experiment_id=experiment_id, kernel_path=candidate.path,
+                    tag="deep-profile", deadline=deadline, profile_level=action.level,
+                    profile_reason=",".join(action.reasons), benchmark=False)
+                judgement = self.referee.profiled(judgement, deep)
+                continue
+            judgement = self.referee.measured(judgement, await self.run(state, experiment_id, action, candidate,
+                                                                        incumbent, deadline),
+                                              deadline - trio.current_time())
+        state.run_medians = action.history
+        if action.profiles is not None:
+            for case_id, comparison in action.profiles.items():
+                deltas = {key: delta.model_dump() for key, delta in comparison.deltas.items()}
+                log.event(f"{experiment_id} profile case={case_id} "
+                          + reporting.format_profile_for_log(comparison.profile, deltas))
+            write_json(evaluator.artifacts.experiment_dir(experiment_id) / "profile.json", action.profiles)
+        return action
 
-    def noise(self, state: RunState) -> BetweenRunNoise:
-        """Between-run noise learnt from every source measured more than once so far in this run."""
-        return noise_from_run_medians(state.run_medians, confidence=self.config.confidence)
+    async def run(self, state: RunState, experiment_id: str, measure: Measure, candidate: Source, incumbent: Source,
+                  deadline: float) -> Evaluation:
+        """One run of one side in a fresh worker; a candidate's (or the finalist's) figures go to the live log."""
+        if measure.side == "incumbent":
+            return await self.evaluator.evaluate(
+                state, role=Role.INCUMBENT, experiment_id=experiment_id, kernel_path=incumbent.path,
+                tag=f"{measure.index}-incumbent", deadline=deadline)
+        evaluation = await self.evaluator.evaluate(
+            state, role=measure.role, experiment_id=experiment_id, kernel_path=candidate.path,
+            tag=f"{measure.index}-{measure.role.value}", deadline=deadline, profile_level=measure.profile_level,
+            profile_reason=measure.role.value)
+        self.evaluator.log.event(reporting.evaluation_line(experiment_id, measure.role.value, evaluation))
+        return evaluation
 
-    def verdict(self, evaluations: list[Evaluation], role: Role, test_seed: int, noise: BetweenRunNoise,
-                profile_veto: str | None = None) -> Verdict:
-        return decide(self.evaluator.inputs.cases, [e for e in evaluations if e.label == role.value],
-                      [e for e in evaluations if e.label == Role.INCUMBENT.value], self.config.budget,
-                      profile_veto=profile_veto, test_seed=test_seed, confidence=self.config.confidence, noise=noise)
 
-    async def judge(self, state: RunState, experiment_id: str, evaluations: list[Evaluation], candidate_path: Path,
-                    incumbent_path: Path, *, deadline: float, role: Role,
-                    test_seed: int) -> tuple[Verdict, BetweenRunNoise]:
-        """Decide; appends the confirmation pairs it measured to `evaluations`."""
-        noise = self.noise(state)
-        verdict = self.verdict(evaluations, role, test_seed, noise)
-        log = self.evaluator.log
-
-        async def measure_pair(pair: int) -> bool:
-            log.event(f"{experiment_id} status=confirming pair={pair}/{self.config.confirm_pairs} "
-                      f"reason={verdict.decision.reason!r}")
-            more, _ = await self.measure(state, experiment_id, candidate_path, incumbent_path, deadline=deadline,
-                                         role=role, profile_level=None, schedule=["candidate", "incumbent"],
-                                         first_index=len(evaluations))
-            evaluations.extend(more)
-            return all(e.status is EvaluationStatus.OK for e in more)
-
-        def decide_again() -> Verdict:
-            nonlocal noise, verdict
-            noise = self.noise(state)
-            verdict = self.verdict(evaluations, role, test_seed, noise)
-            return verdict
-
-        verdict, _pairs = await confirm_until_decided(
-            verdict, max_pairs=self.config.confirm_pairs, measure_pair=measure_pair, decide_again=decide_again,
-            can_afford_pair=lambda: deadline - trio.current_time() >= 2 * longest_worker_seconds(evaluations),
-            on_skip=lambda why: log.event(f"{experiment_id} status=confirming skipped: {why}"))
-        return verdict, noise
+__all__ = ["SideBySide", "Source", "decision_rules"]

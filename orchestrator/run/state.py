@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.decision.noise import RunMedians
 from protocol.outcome import ExitCode, StoppingReason
-from protocol.results import Evaluation, EvaluationStatus, ExperimentRecord
+from protocol.results import Evaluation, ExperimentRecord
 
 
 class RunAborted(Exception):
@@ -36,17 +37,6 @@ def promoted_incumbent(record: ExperimentRecord, source: str, kernel_path: Path)
     return Incumbent(record.experiment_id, source, kernel_path, evaluation)
 
 
-def add_run_medians(run_medians: dict[str, dict[str, list[float]]], digest: str, evaluation: Evaluation) -> None:
-    """Note one benchmarked run of a source: the between-run noise is learnt from these medians (live, and
-    again from the records when a run is resumed)."""
-    if evaluation.status is not EvaluationStatus.OK:
-        return
-    per_case = run_medians.setdefault(digest, {})
-    for measured in evaluation.cases:
-        if measured.stats is not None:
-            per_case.setdefault(measured.case_id, []).append(measured.stats.median)
-
-
 @dataclass
 class RunState:
     run_id: str
@@ -55,8 +45,8 @@ class RunState:
     experiments: list[ExperimentRecord] = field(default_factory=list)
     seen_digests: dict[str, str] = field(default_factory=dict)  # normalized digest -> experiment id
     rounds_without_promotion: int = 0
-    # normalized digest -> case id -> medians of every benchmarked run of that source (between-run noise)
-    run_medians: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # the median of every benchmarked run of every source, per case: the history the noise is learnt from
+    run_medians: RunMedians = field(default_factory=RunMedians)
     # path -> sha256 of every source the run wrote and will evaluate again (checked before each worker)
     written_sources: dict[str, str] = field(default_factory=dict)
     stopping_reason: StoppingReason = StoppingReason.ROUND_BUDGET_EXHAUSTED
@@ -65,7 +55,7 @@ class RunState:
     device: str | None = None
     worker_isolation: dict[str, Any] = field(default_factory=dict)
     worker_versions: dict[str, str | None] = field(default_factory=dict)  # the interpreter and packages it ran
-    # why verdicts run in the candidate's process though the target asked for `auto` (run/verdict_fallback.py)
+    # why verdicts run in the candidate's process though the target asked for `auto` (worker/verdict_fallback.py)
     verdict_fallback: str = ""
     provider_explanation: dict[str, Any] | None = None  # from a ProviderExhausted that says why, for result.json
     # case id -> the timing mode the run's first measurement chose (decision/timing_modes.py)

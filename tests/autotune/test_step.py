@@ -15,7 +15,7 @@ import trio
 
 from orchestrator.autotune.step import AutotuneStepFailed, StepWorkers, measure_first_call, run_step
 from orchestrator.bundle.inputs import load_cases_file, load_target_file
-from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.ledger.live_log import LiveLog
 from orchestrator.worker import autotune_phase
 from orchestrator.worker.process import SubprocessSpawner
 from protocol.results import Evaluation

@@ -19,7 +19,7 @@ from orchestrator.batch.policy import (
     schedule,
     unplaceable,
 )
-from orchestrator.run.ledger.live_log import LiveLog
+from orchestrator.ledger.live_log import LiveLog
 from protocol.batch import BatchExitCode, JobStatus, JobSummary
 
 GPU0, GPU1, CPU0 = Slot("gpu0", "0"), Slot("gpu1", "1"), Slot("cpu0")

@@ -9,20 +9,22 @@ Recorded runs used here (docs/data):
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from orchestrator.bundle.budget import resolve_budget
-from orchestrator.decision.confirmation import confirm_until_decided
 from orchestrator.decision.gates import decide, needs_confirmation
-from orchestrator.decision.noise import BetweenRunNoise
-from orchestrator.decision.simulate import run_to_completion, simulate_run
+from orchestrator.decision.noise import BetweenRunNoise, RunMedians
+from orchestrator.decision.referee import Referee, Rules, Ruling
+from orchestrator.decision.simulate import simulate_run
 from orchestrator.decision.statistics import sample_stats
 from orchestrator.decision.study import analyse
-from orchestrator.run.ledger.records import load_records, load_study
+from orchestrator.ledger.records import load_records, load_study
 from protocol.bundle import Budget, BundleError, Case, Target
 from protocol.results import CaseMeasurement, DecisionStatus, Evaluation, EvaluationStatus
+from protocol.roles import Role
 from tests.conftest import PROJECT_ROOT
 
 DATA = PROJECT_ROOT / "docs" / "data"
@@ -103,27 +105,24 @@ def test_a_case_that_may_be_slower_within_wide_noise_gets_confirmation_pairs():
     assert not needs_confirmation(again)
 
 
-def test_the_confirmation_loop_measures_pairs_until_an_undecided_case_is_decided():
-    """The product's loop (as the run and `simulate` drive it): a promotion held for a possibly slower case measures
-    one more pair, learns narrower noise from it, and turns the candidate down."""
-    candidates, incumbents = triple({"quiet": 80.0, "ragged": 21.0})
-    rng = random.Random(4)
-    noise = {"now": BetweenRunNoise(learned_sd=0.03, raw_sd=0.02, dof=2, by_case={"quiet": 0.003, "ragged": 0.03})}
-
-    def decide_again():
-        return decide([QUIET, RAGGED], candidates, incumbents, Budget(), noise=noise["now"])
-
-    async def measure_pair(_pair: int) -> bool:
-        candidates.append(run("candidate", {"quiet": 80.0, "ragged": 21.0}, rng))
-        incumbents.append(run("incumbent", {"quiet": 100.0, "ragged": 20.0}, rng))
-        noise["now"] = BetweenRunNoise(learned_sd=0.004, raw_sd=0.003, dof=9, by_case={"quiet": 0.002, "ragged": 0.004})
-        return True
-
-    first = decide_again()
-    verdict, pairs = run_to_completion(confirm_until_decided(first, max_pairs=2, measure_pair=measure_pair,
-                                                             decide_again=decide_again))
+def test_the_confirmation_pairs_are_measured_until_an_undecided_case_is_decided():
+    """The product's referee (as the run and `simulate` drive it): early in a run the noise is learnt from three runs
+    of the incumbent, two degrees of freedom, and t(2) triples it; a promotion held for a possibly slower case
+    measures one more pair, learns narrower noise from it, and turns the candidate down."""
+    rng = random.Random(0)
+    history = RunMedians()
+    for ragged in (20.0, 20.3, 19.8):
+        history = history.with_run("incumbent", run("incumbent", {"quiet": 100.0, "ragged": ragged}, rng))
+    judge = Referee(Rules(cases=(QUIET, RAGGED), budget=Budget()))
+    state = judge.start(role=Role.CANDIDATE, test_seed=1, history=history, digests=("candidate", "incumbent"))
+    while not isinstance(ruling := judge.next(state), Ruling):
+        medians = {"quiet": 80.0, "ragged": 21.0} if ruling.side == "candidate" else {"quiet": 100.0, "ragged": 20.0}
+        state = judge.measured(state, run(ruling.role.value, medians, rng), math.inf)
+    first, verdict = ruling.verdicts[0], ruling.verdict
     assert first.decision.status is DecisionStatus.PROMOTED and first.undecided_cases == ("ragged",)
-    assert pairs == 1 and len(candidates) == 2
+    assert ruling.pairs == 1
+    assert [e.label for e in ruling.runs] == ["incumbent", "candidate", "incumbent", "candidate", "incumbent"]
+    assert ruling.notes == () and ruling.noise.dof == 6
     assert verdict.decision.status is DecisionStatus.REJECTED and "ragged: 0.95" in verdict.decision.reason
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.decision.simulate import Policy, RunReplay, simulate_run, split_runs
-from orchestrator.run.ledger.records import RecordsError, RunRecords, load_records
+from orchestrator.ledger.records import RecordsError, RunRecords, load_records
 from protocol.results import DecisionStatus
 from tests.conftest import PROJECT_ROOT, run_cli
 

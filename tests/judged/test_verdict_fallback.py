@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.run.verdict_fallback import (
+from orchestrator.worker.verdict_fallback import (
     fallback_reason,
     in_candidate_process,
     may_fall_back,

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.decision.profile_rules import profile_deltas  # noqa: E402
-from orchestrator.run.ledger.reporting import format_profile_for_log  # noqa: E402
+from orchestrator.ledger.reporting import format_profile_for_log  # noqa: E402
 from sandbox_worker.harness_kit import context, proton  # noqa: E402
 from sandbox_worker.harness_kit.loader import load_kernel_module  # noqa: E402
 

@@ -16,7 +16,7 @@ from orchestrator.decision.profile_rules import (
     near_threshold,
     profile_deltas,
 )
-from orchestrator.run.ledger.reporting import format_profile_for_log
+from orchestrator.ledger.reporting import format_profile_for_log
 
 
 def _profile(duration=None, *, main=None, wrapper=None, non_main=None, sm=None, dram=None, occupancy=None,

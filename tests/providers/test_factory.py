@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import UsageError, build_parser
+from orchestrator.ledger.config import RunConfig
 from orchestrator.providers.anthropic_provider import AnthropicProvider
 from orchestrator.providers.base import ProviderConfigError
 from orchestrator.providers.claude_code import ClaudeCodeProvider
 from orchestrator.providers.factory import PROVIDERS, create_provider
-from orchestrator.run.config import RunConfig
 from protocol.bundle import Budget
 
 FAKE_BIN = Path(__file__).parent / "bin"

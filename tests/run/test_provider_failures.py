@@ -17,11 +17,11 @@ import trio
 
 from orchestrator.bundle.budget import resolve_budget
 from orchestrator.bundle.inputs import load_inputs
+from orchestrator.ledger.artifacts import RunArtifacts, prepare_output_dir
+from orchestrator.ledger.config import RunConfig
+from orchestrator.ledger.live_log import LiveLog
 from orchestrator.providers.factory import create_provider
 from orchestrator.run.commit_step import CommitStep
-from orchestrator.run.config import RunConfig
-from orchestrator.run.ledger.artifacts import RunArtifacts, prepare_output_dir
-from orchestrator.run.ledger.live_log import LiveLog
 from orchestrator.run.loop import OptimizationRun
 from orchestrator.run.provider_failures import MAX_CONSECUTIVE, ProviderFailures
 from orchestrator.run.state import RunAborted

@@ -3,7 +3,7 @@ tokens of live-log lines."""
 
 from __future__ import annotations
 
-from orchestrator.run.ledger import reporting
+from orchestrator.ledger import reporting
 from orchestrator.run.state import RunState
 from protocol.outcome import StoppingReason
 from protocol.results import (

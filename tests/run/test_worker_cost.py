@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from orchestrator.run.ledger.reporting import worker_cost
+from orchestrator.ledger.reporting import worker_cost
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
 from orchestrator.worker.process import SubprocessSpawner
 from protocol.bundle import load_cases_file, load_target_file

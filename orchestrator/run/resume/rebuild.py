@@ -1,6 +1,6 @@
 """The loop's state rebuilt from finished records, with the functions the live loop uses.
 
-Noise: every benchmarked run of the records goes through `add_run_medians`, in the order it ran (records in
+Noise: every benchmarked run of the records goes into `RunState.run_medians`, in the order it ran (records in
 order, runs in order), under the digest of the source it measured. Incumbent: `promoted_incumbent` of the last
 promotion. Where the rounds go on: the slot after the last recorded one.
 """
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.decision.timing_modes import learn_modes
-from orchestrator.run.ledger.evaluations import FinishedEvaluation
+from orchestrator.ledger.evaluations import FinishedEvaluation
 from orchestrator.run.resume.record import RecordedRun, seconds_spent
-from orchestrator.run.state import Incumbent, RunState, add_run_medians, promoted_incumbent
+from orchestrator.run.state import Incumbent, RunState, promoted_incumbent
 from protocol.results import DecisionStatus, Evaluation, ExperimentRecord
 from protocol.roles import Role
 
@@ -48,7 +48,7 @@ def rebuild_state(run_id: str, experiments: Sequence[ExperimentRecord]) -> RunSt
             if evaluation.label in {role.value for role in Role if role.decides}:
                 digest = measured_digest(record, evaluation, by_id)
                 if digest:
-                    add_run_medians(state.run_medians, digest, evaluation)
+                    state.run_medians = state.run_medians.with_run(digest, evaluation)
                 learn_modes(state.timing_modes, evaluation)
     baseline = by_id.get("baseline")
     if baseline is not None and baseline.evaluations:

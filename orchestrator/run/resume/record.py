@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.bundle.inputs import FrozenBundle, check_frozen, sha256_file
-from orchestrator.run.ledger.records import JournalEntry, RecordsError, load_journal, load_output_dir
+from orchestrator.ledger.records import JournalEntry, RecordsError, load_journal, load_output_dir
 from protocol.bundle import describe_validation_error
 from protocol.manifest import RECORD_FORMAT, RunManifest
 from protocol.results import CommitRecord, ExperimentRecord

@@ -2,7 +2,7 @@
 
 The judge passes tensors and plain values through its shared slots, not dicts, so under `verdict_process:
 "auto"` the untouched kernel fails there and the run falls back to the candidate's process
-(orchestrator/run/verdict_fallback.py). Otherwise the example's harness.
+(orchestrator/worker/verdict_fallback.py). Otherwise the example's harness.
 
 Inputs come from the seed the orchestrator sends with every command, outputs are poisoned before each
 call, and the result of the last timed call is re-checked, so a candidate cannot memoize or skip work.

@@ -8,7 +8,7 @@ import platform
 import time
 
 from orchestrator.bundle.inputs import FrozenBundle, Inputs
-from orchestrator.run.config import RunConfig
+from orchestrator.ledger.config import RunConfig
 from orchestrator.run.state import RunState
 from protocol.manifest import (
     RECORD_FORMAT,

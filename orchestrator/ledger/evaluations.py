@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from orchestrator.run.ledger.artifacts import write_json
+from orchestrator.ledger.artifacts import write_json
 from protocol.results import FinishedEvaluation
 
 FOLDER = "evaluations"

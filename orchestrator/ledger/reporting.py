@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.decision.evidence import profiles_by_case
 from orchestrator.decision.physics import device_peaks_line, evaluation_rates
 from orchestrator.decision.profile_rules import ncu_duration_us, number, profile_value, tools_with_evidence
-from orchestrator.run.ledger.live_log import quote
+from orchestrator.ledger.live_log import quote
 from protocol.bundle import Case, Target, runs_on_gpu
 from protocol.devices import peaks_for
 from protocol.results import (
@@ -140,12 +141,6 @@ def decision_line(experiment_id: str, record: ExperimentRecord, status: str | No
     if decision is not None:
         parts.append(f"decision={quote(decision.reason)}")
     return " ".join(parts)
-
-
-def profiles_by_case(evaluation: Evaluation | None) -> dict[str, Any]:
-    if evaluation is None:
-        return {}
-    return {m.case_id: m.profile for m in evaluation.cases}
 
 
 def _median(evaluation: Evaluation | None, case_id: str) -> tuple[float | None, float | None]:

@@ -1,0 +1,144 @@
+"""A candidate's profile evidence, judged: when to take a deep profile, and the veto its profiles give.
+
+The rules themselves are `profile_rules`; this module applies them to one decision: the candidate's summary
+profiles (and a deep profile when one was taken) against the incumbent's, the cross-checks of each protected
+case's benchmark speedup against the profilers' kernel times, and the evidence every candidate must bring (the
+profilers that measured the untouched kernel in this run). Pure: the referee (`referee.py`) calls it, the run
+writes what it returns (profile.json, the live log).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.decision import profile_rules
+from orchestrator.decision.gates import Verdict
+from protocol.bundle import Case
+from protocol.profile import CaseProfileComparison
+from protocol.results import Evaluation
+
+NO_DEEP_PROFILE_NEEDED = "summary evidence is sufficient (not near the threshold, no disagreement, no stagnation)"
+
+
+def profiles_by_case(evaluation: Evaluation | None) -> dict[str, Any]:
+    """Case id -> the profile the worker brought back for it (None where it brought none)."""
+    if evaluation is None:
+        return {}
+    return {m.case_id: m.profile for m in evaluation.cases}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a decision's profile evidence is judged with; a decision without one judges no profile (profiling
+    off). `required`: the profilers every candidate must bring for every protected case; the rest is read for a
+    candidate only (the finalist is held to the required evidence alone)."""
+
+    required: tuple[str, ...] = ()
+    incumbent_profiles: Mapping[str, Any] = field(default_factory=dict)  # case id -> the incumbent's own profile
+    check_main_scope: bool = False  # work moved out of the target's `main_scope` vetoes
+    rounds_without_promotion: int = 0
+
+
+@dataclass(frozen=True)
+class DeepProfileCall:
+    """Whether the evidence calls for a deep profile, and why (the reasons and the disagreements it saw)."""
+
+    reasons: tuple[str, ...]
+    disagreements: tuple[str, ...]
+    cross_checks: tuple[str, ...]  # the vetoes of the benchmark against the profilers, in case order (first wins)
+
+    def taken_line(self) -> str:
+        return (f"deep_profile=taken reasons={','.join(self.reasons)}"
+                + (f" disagreement={'; '.join(self.disagreements)!r}" if self.disagreements else ""))
+
+
+def deep_profile_call(cases: Sequence[Case], evidence: Evidence, candidate: Evaluation, verdict: Verdict,
+                      min_speedup: float) -> DeepProfileCall:
+    """The summary evidence read against the benchmark: disagreements between the timers, cross-checks of each
+    protected case, and the reasons for a deep profile (near the threshold, disagreement, stagnation)."""
+    candidate_profiles = profiles_by_case(candidate)
+    disagreements, cross_checks = [], []
+    for case in cases:
+        case_id = case.case_id
+        row = next((r for r in verdict.comparisons if r.case_id == case_id), None)
+        mine, theirs = candidate_profiles.get(case_id), evidence.incumbent_profiles.get(case_id)
+        times = profile_rules.kernel_times(mine, theirs)
+        speeds = {tool: paired.speedup for tool, paired in times.items()}
+        benchmark = profile_rules.PairedTimes(row.incumbent_median_us, row.candidate_median_us) if row and row.speedup \
+            else profile_rules.PairedTimes(None, None)
+        text = profile_rules.measurements_disagree({"benchmark": benchmark, **times})
+        if text:
+            disagreements.append(f"{case_id}: {text}")
+        if case.protected:
+            backing = {**speeds, "proton_all_kernels": profile_rules.gpu_time_speedup(mine, theirs)}
+            cross_checks.append(profile_rules.unbacked_speedup_veto(case_id, row.speedup if row else None, backing))
+            if evidence.check_main_scope:
+                cross_checks.append(profile_rules.outside_main_scope_veto(case_id, mine, theirs))
+    reasons = profile_rules.deep_profile_reasons(
+        is_baseline=False, is_finalist=False, correct=verdict.decision.gates.get("correct", False),
+        speedup=verdict.aggregate_speedup, min_speedup=min_speedup,
+        rounds_without_promotion=evidence.rounds_without_promotion, disagreement="; ".join(disagreements) or None)
+    return DeepProfileCall(tuple(reasons), tuple(disagreements), tuple(text for text in cross_checks if text))
+
+
+def deep_profile_skipped_line(verdict: Verdict, min_speedup: float) -> str:
+    why = ("clearly below the threshold" if profile_rules.clearly_slow(verdict.aggregate_speedup, min_speedup)
+           else NO_DEEP_PROFILE_NEEDED)
+    return f"deep_profile=skipped reason={why!r}"
+
+
+def compare_profiles(cases: Sequence[Case], evidence: Evidence, candidate: Evaluation,
+                     deep: Evaluation | None) -> dict[str, CaseProfileComparison]:
+    """Per case: the candidate's profile (the deep one where taken) and its deltas against the incumbent's, with
+    why the NCU regression veto could not be checked where it could not (what profile.json holds)."""
+    candidate_profiles = profiles_by_case(candidate)
+    profiles: dict[str, CaseProfileComparison] = {}
+    for case in cases:
+        deep_case = deep.case(case.case_id) if deep else None
+        mine = (deep_case.profile if deep_case else None) or candidate_profiles.get(case.case_id)
+        theirs = evidence.incumbent_profiles.get(case.case_id)
+        profiles[case.case_id] = CaseProfileComparison(profile=mine, deltas=profile_rules.profile_deltas(mine, theirs))
+        unchecked = profile_rules.ncu_veto_unavailable_reason(mine, theirs)
+        if unchecked:
+            profiles[case.case_id].veto_diagnostic = unchecked
+    return profiles
+
+
+def ncu_veto(profiles: Mapping[str, CaseProfileComparison], evidence: Evidence) -> str | None:
+    """The first case whose NCU main-kernel duration regressed against the incumbent's."""
+    for case_id, comparison in profiles.items():
+        veto = profile_rules.ncu_regression_veto(comparison.profile, evidence.incumbent_profiles.get(case_id))
+        if veto:
+            return veto
+    return None
+
+
+def evidence_veto(cases: Sequence[Case], required: Sequence[str], candidate: Evaluation, verdict: Verdict,
+                  profiles: Mapping[str, Any] | None = None) -> str | None:
+    """The veto when a protected case's required profile is missing or disagrees with the benchmark."""
+    if not required:
+        return None
+    profiles = profiles if profiles is not None else profiles_by_case(candidate)
+    problems = []
+    for case in cases:
+        if not case.protected:
+            continue
+        row = next((r for r in verdict.comparisons if r.case_id == case.case_id), None)
+        measured = candidate.case(case.case_id)
+        launches = int((measured.metrics if measured else {}).get("benchmark.replayed_launches") or 1)
+        problem = profile_rules.evidence_problem(case.case_id, profiles.get(case.case_id),
+                                                 row.candidate_median_us if row else None, list(required), launches)
+        if problem:
+            problems.append(problem)
+    return "profile evidence: " + "; ".join(problems) if problems else None
+
+
+def candidate_veto(cases: Sequence[Case], evidence: Evidence, candidate: Evaluation, verdict: Verdict,
+                   profiles: Mapping[str, CaseProfileComparison], call: DeepProfileCall) -> str | None:
+    """A candidate's veto, first that applies: required evidence missing or disagreeing, an NCU regression, a
+    benchmark speedup the profilers do not back or work moved out of `main_scope`."""
+    return (evidence_veto(cases, evidence.required, candidate, verdict,
+                          {case_id: comparison.profile for case_id, comparison in profiles.items()})
+            or ncu_veto(profiles, evidence) or next(iter(call.cross_checks), None))

@@ -1,0 +1,305 @@
+"""One decision as a pure state machine: measurements in, the next action out.
+
+A candidate (or, at revalidation, the finalist) is decided in one sequence, the same in a live run, in a replay of
+its records (`simulate.py`) and in a measurement study's trials (`study.py`):
+
+1. its runs and the incumbent's in the `--schedule` order (A/B/A by default), so clock and thermal drift hit both
+   sides; a failed candidate run ends the measuring (the incumbent runs after it would decide nothing);
+2. the verdict (`gates.decide`) on those runs, with the between-run noise learnt from every run of the history
+   and of this decision so far (`noise.RunMedians`);
+3. confirmation: while only the noise gate holds the candidate back, or a protected case may be slower within
+   its noise (`gates.needs_confirmation`), one more candidate run and one more incumbent run, and the verdict
+   again on all of them, up to `confirm_pairs`, each pair only if two more runs as long as the longest so far fit
+   in the time left; a failed run of a pair ends the confirmation with the verdict as it stood. An A/B/A triple
+   gives the test three runs; when between-process drift is large (0.8 % was seen on the H200 for a 1.4 ms
+   matmul) a real 3 % gain can sit inside that noise: rejecting it throws the gain away, promoting it would be a
+   guess. The A/A false-promotion rate this adds is small because only candidates whose point estimate already
+   reaches the minimum speedup are extended (`tests/test_confirmation.py`, the measurement studies);
+4. profile evidence (`evidence.py`): a deep profile when the summary evidence calls for one and time is left,
+   then the vetoes (required evidence missing or disagreeing with the benchmark, an NCU regression, a speedup the
+   profilers do not back, work moved out of `main_scope`); a veto decides again on every run;
+5. the ruling: promoted (the driver makes it the incumbent) or not; for the finalist, revalidated or rejected.
+
+The referee never waits, reads a clock or touches a file. Its driver answers `Measure` with a run of one side in
+a fresh worker (or the recorded run), `Profile` with a deep profile, and feeds each back with the seconds left
+before the decision's deadline, until `next` gives the `Ruling`. Every state is a new immutable `Judgement`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orchestrator.decision import evidence as profile_evidence
+from orchestrator.decision.evidence import DeepProfileCall, Evidence
+from orchestrator.decision.gates import Verdict, decide, needs_confirmation
+from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, RunMedians
+from orchestrator.decision.time_budget import pair_fits
+from protocol.bundle import Budget, Case
+from protocol.profile import CaseProfileComparison
+from protocol.results import Decision, DecisionStatus, Evaluation, EvaluationStatus
+from protocol.roles import Role
+
+Side = Literal["candidate", "incumbent"]
+PAIR_DOES_NOT_FIT = "two more runs do not fit before the deadline"
+
+
+@dataclass(frozen=True)
+class NoiseRule:
+    """How a decision estimates the between-run noise. A run learns it from its history, each case its own
+    (`per_case`; before that existed, the noisiest case's for every case); `learned=False` is the floor alone
+    (with each trial's own spread); `given` is a noise fixed from outside (a study's incumbent variant)."""
+
+    floor: float = DEFAULT_NOISE_FLOOR
+    learned: bool = True
+    per_case: bool = True
+    given: BetweenRunNoise | None = None
+
+    def estimate(self, history: RunMedians, confidence: float) -> BetweenRunNoise:
+        if self.given is not None:
+            return self.given
+        if not self.learned:
+            return BetweenRunNoise(floor=self.floor)
+        learned = history.noise(confidence=confidence, floor=self.floor)
+        return learned if self.per_case else dataclasses.replace(learned, by_case={})
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What decisions are taken with: a run's settings (a replay takes each record's own)."""
+
+    cases: tuple[Case, ...]
+    budget: Budget
+    confidence: float = 0.99
+    schedule: tuple[Side, ...] = ("incumbent", "candidate", "incumbent")
+    confirm_pairs: int = 2
+    noise: NoiseRule = NoiseRule()
+
+    def __post_init__(self) -> None:
+        if "candidate" not in self.schedule:
+            raise ValueError(f"schedule {self.schedule} never measures the candidate")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Run one side once in a fresh worker; feed the evaluation to `Referee.measured`."""
+
+    side: Side
+    role: Role  # the worker's role: the decision's own (candidate, final) or the incumbent
+    index: int  # the run's position among the decision's runs (its worker's tag: "<index>-<role>")
+    profile_level: str | None  # the profile the run brings along: summary for a candidate, deep for the finalist
+    pair: int = 0  # 0: a run of the schedule; n: a run of the n-th confirmation pair
+    notes: tuple[str, ...] = ()  # what the referee decided since the last action, for the live log
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Take a deep profile of the candidate (not benchmarked); feed it to `Referee.profiled`."""
+
+    level: str
+    reasons: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """The decision, and everything it was taken on."""
+
+    role: Role
+    verdict: Verdict
+    noise: BetweenRunNoise  # the noise of the last verdict
+    runs: tuple[Evaluation, ...]  # the schedule's runs and the confirmation pairs, in the order they ran
+    deep_profile: Evaluation | None
+    history: RunMedians  # the history the decision started from, with its runs
+    profiles: dict[str, CaseProfileComparison] | None  # what the profile evidence compared (None: not judged)
+    pairs: int  # confirmation pairs started
+    confirmation_cut: bool  # another pair was wanted and did not fit in the time left
+    verdicts: tuple[Verdict, ...]  # every verdict on the way: the first, one per pair, the veto's
+    notes: tuple[str, ...] = ()
+
+    @property
+    def evaluations(self) -> list[Evaluation]:
+        """What the experiment's record holds: the runs, then the deep profile."""
+        return [*self.runs, *([self.deep_profile] if self.deep_profile is not None else [])]
+
+    @property
+    def promoted(self) -> bool:
+        return self.verdict.decision.status is DecisionStatus.PROMOTED
+
+    @property
+    def decision(self) -> Decision:
+        """The record's decision: the verdict's; for the finalist, revalidated when it would be promoted."""
+        if self.role is not Role.FINAL:
+            return self.verdict.decision
+        return Decision(status=DecisionStatus.REVALIDATED if self.promoted else DecisionStatus.REJECTED,
+                        reason=self.verdict.decision.reason, gates=self.verdict.decision.gates)
+
+
+Action = Measure | Profile | Ruling
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The state of one decision: its fixed inputs, what was measured, and the action it waits on."""
+
+    role: Role
+    test_seed: int
+    digests: tuple[str, str]  # the normalized digests of the candidate's and the incumbent's source
+    history: RunMedians
+    evidence: Evidence | None = None  # None: no profile evidence judged
+    carried_veto: str | None = None  # a veto taken as given (a replay carries the recorded one)
+    carried_noise_gate: bool | None = None  # a noise gate taken as given (records without raw samples)
+    runs: tuple[Evaluation, ...] = ()
+    candidate: Evaluation | None = None  # the schedule's last candidate run: its profiles are the evidence
+    deep_profile: Evaluation | None = None
+    seconds_left: float = math.inf
+    pairs: int = 0
+    confirmation_cut: bool = False
+    verdict: Verdict | None = None
+    noise: BetweenRunNoise | None = None
+    verdicts: tuple[Verdict, ...] = ()
+    deep_call: DeepProfileCall | None = None
+    profiles: dict[str, CaseProfileComparison] | None = None
+    action: Action | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Referee:
+    rules: Rules
+
+    def start(self, *, role: Role, test_seed: int, history: RunMedians, digests: tuple[str, str],
+             evidence: Evidence | None = None, carried_veto: str | None = None,
+             carried_noise_gate: bool | None = None) -> Judgement:
+        """A decision about to measure its first run. `role`: candidate, or final at revalidation."""
+        if role not in (Role.CANDIDATE, Role.FINAL):
+            raise ValueError(f"a referee decides candidates and finalists, not {role.value!r} runs")
+        state = Judgement(role=role, test_seed=test_seed, digests=digests, history=history, evidence=evidence,
+                          carried_veto=carried_veto, carried_noise_gate=carried_noise_gate)
+        return dataclasses.replace(state, action=self._measure(state, self.rules.schedule[0], pair=0, notes=()))
+
+    def next(self, state: Judgement) -> Action:
+        """What the decision needs next: a measurement, a deep profile, or nothing more (the ruling)."""
+        assert state.action is not None
+        return state.action
+
+    def measured(self, state: Judgement, evaluation: Evaluation, seconds_left: float) -> Judgement:
+        """The decision with the run its `Measure` asked for."""
+        asked = state.action
+        if not isinstance(asked, Measure):
+            raise ValueError(f"no run was asked for (the decision waits on {type(asked).__name__})")
+        if evaluation.label != asked.role.value:
+            raise ValueError(f"a {asked.role.value} run was asked for, got a {evaluation.label!r} one")
+        digest = state.digests[0 if asked.side == "candidate" else 1]
+        state = dataclasses.replace(
+            state, runs=(*state.runs, evaluation), history=state.history.with_run(digest, evaluation),
+            seconds_left=seconds_left, action=None,
+            candidate=evaluation if asked.side == "candidate" and not asked.pair else state.candidate)
+        failed = evaluation.status is not EvaluationStatus.OK
+        schedule = self.rules.schedule
+        if not asked.pair:
+            if len(state.runs) < len(schedule) and not (asked.side == "candidate" and failed):
+                return self._ask(state, self._measure(state, schedule[len(state.runs)], pair=0, notes=()))
+            return self._confirm(self._decided(state), ())
+        if failed:  # a failed run decides nothing more: the verdict stands as it was
+            return self._evidence(state, ())
+        if asked.side == "candidate":
+            return self._ask(state, self._measure(state, "incumbent", pair=asked.pair, notes=()))
+        return self._confirm(self._decided(state), ())
+
+    def profiled(self, state: Judgement, deep_profile: Evaluation) -> Judgement:
+        """The decision with the deep profile its `Profile` asked for."""
+        if not isinstance(state.action, Profile) or state.deep_call is None:
+            raise ValueError(f"no profile was asked for (the decision waits on {type(state.action).__name__})")
+        state = dataclasses.replace(state, deep_profile=deep_profile, action=None)
+        return self._judge_profiles(state, state.deep_call, ())
+
+    # ---- the steps between two actions -------------------------------------------------------------------
+
+    @staticmethod
+    def _ask(state: Judgement, action: Action) -> Judgement:
+        return dataclasses.replace(state, action=action)
+
+    def _measure(self, state: Judgement, side: Side, *, pair: int, notes: tuple[str, ...]) -> Measure:
+        if side == "incumbent":
+            return Measure("incumbent", Role.INCUMBENT, len(state.runs), None, pair, notes)
+        level = None if pair else "deep" if state.role is Role.FINAL else "summary"
+        return Measure("candidate", state.role, len(state.runs), level, pair, notes)
+
+    def _verdict(self, state: Judgement, noise: BetweenRunNoise, veto: str | None = None) -> Verdict:
+        rules = self.rules
+        verdict = decide(rules.cases, [e for e in state.runs if e.label == state.role.value],
+                         [e for e in state.runs if e.label == Role.INCUMBENT.value], rules.budget,
+                         profile_veto=veto, test_seed=state.test_seed, confidence=rules.confidence, noise=noise)
+        if state.carried_noise_gate is None:
+            return verdict
+        return with_noise_gate(verdict, state.carried_noise_gate)
+
+    def _decided(self, state: Judgement) -> Judgement:
+        noise = self.rules.noise.estimate(state.history, self.rules.confidence)
+        verdict = self._verdict(state, noise)
+        return dataclasses.replace(state, verdict=verdict, noise=noise, verdicts=(*state.verdicts, verdict))
+
+    def _confirm(self, state: Judgement, notes: tuple[str, ...]) -> Judgement:
+        assert state.verdict is not None
+        if state.pairs >= self.rules.confirm_pairs or not needs_confirmation(state.verdict):
+            return self._evidence(state, notes)
+        if not pair_fits(state.seconds_left, state.runs):
+            return self._evidence(dataclasses.replace(state, confirmation_cut=True),
+                                  (*notes, f"status=confirming skipped: {PAIR_DOES_NOT_FIT}"))
+        pair = state.pairs + 1
+        note = f"status=confirming pair={pair}/{self.rules.confirm_pairs} reason={state.verdict.decision.reason!r}"
+        state = dataclasses.replace(state, pairs=pair)
+        return self._ask(state, self._measure(state, "candidate", pair=pair, notes=(*notes, note)))
+
+    def _evidence(self, state: Judgement, notes: tuple[str, ...]) -> Judgement:
+        assert state.verdict is not None and state.candidate is not None
+        evidence, candidate, verdict = state.evidence, state.candidate, state.verdict
+        if state.carried_veto is not None:
+            return self._rule(state, state.carried_veto, notes)
+        if evidence is None or candidate.status is not EvaluationStatus.OK:
+            return self._rule(state, None, notes)
+        if state.role is Role.FINAL:
+            return self._rule(state, profile_evidence.evidence_veto(self.rules.cases, evidence.required, candidate,
+                                                                    verdict), notes)
+        min_speedup = self.rules.budget.min_speedup
+        call = profile_evidence.deep_profile_call(self.rules.cases, evidence, candidate, verdict, min_speedup)
+        state = dataclasses.replace(state, deep_call=call)
+        if call.reasons and state.seconds_left > 0:
+            return self._ask(state, Profile("deep", call.reasons, (*notes, call.taken_line())))
+        return self._judge_profiles(state, call,
+                                    (*notes, profile_evidence.deep_profile_skipped_line(verdict, min_speedup)))
+
+    def _judge_profiles(self, state: Judgement, call: DeepProfileCall, notes: tuple[str, ...]) -> Judgement:
+        assert state.evidence is not None and state.candidate is not None and state.verdict is not None
+        profiles = profile_evidence.compare_profiles(self.rules.cases, state.evidence, state.candidate,
+                                                     state.deep_profile)
+        veto = profile_evidence.candidate_veto(self.rules.cases, state.evidence, state.candidate, state.verdict,
+                                               profiles, call)
+        return self._rule(dataclasses.replace(state, profiles=profiles), veto, notes)
+
+    def _rule(self, state: Judgement, veto: str | None, notes: tuple[str, ...]) -> Judgement:
+        assert state.verdict is not None and state.noise is not None
+        verdict, verdicts = state.verdict, state.verdicts
+        if veto is not None:  # decided again with the veto, on every run and the last noise
+            verdict = self._verdict(state, state.noise, veto)
+            verdicts = (*verdicts, verdict)
+        state = dataclasses.replace(state, verdict=verdict, verdicts=verdicts)
+        return self._ask(state, Ruling(
+            role=state.role, verdict=verdict, noise=state.noise, runs=state.runs, deep_profile=state.deep_profile,
+            history=state.history, profiles=state.profiles, pairs=state.pairs,
+            confirmation_cut=state.confirmation_cut, verdicts=verdicts, notes=notes))
+
+
+def with_noise_gate(verdict: Verdict, passes: bool) -> Verdict:
+    """The verdict with a noise gate taken as given in place of the one decided (records that kept each run's
+    statistics but not its samples decide every other gate again on the run medians; the test kept in the
+    verdict only says that a test was run, and its reason, which may cite that test, is dropped)."""
+    if verdict.test is None:
+        return verdict
+    gates = {**verdict.decision.gates, "noise": passes}
+    status = DecisionStatus.PROMOTED if all(gates.values()) else DecisionStatus.REJECTED
+    return Verdict(Decision(status=status, reason="", gates=gates), verdict.comparisons, verdict.aggregate_speedup,
+                   verdict.test)
+

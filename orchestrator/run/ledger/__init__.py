@@ -1,1 +1,0 @@
-"""orchestrator.run.ledger."""

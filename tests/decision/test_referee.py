@@ -1,0 +1,149 @@
+"""The referee as a state machine: what it asks for, in what order, and the ruling it gives, fed by hand.
+
+The decision sequence itself (gates, noise, confirmation) is tested with real figures in test_promotion.py,
+test_confirmation.py and test_case_regression.py; the live loop and `simulate` are both its drivers
+(tests/run/test_loop_in_process.py shows them agree on recorded runs)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from orchestrator.decision.evidence import Evidence
+from orchestrator.decision.noise import BetweenRunNoise, RunMedians
+from orchestrator.decision.referee import Measure, NoiseRule, Profile, Referee, Rules, Ruling
+from orchestrator.decision.statistics import sample_stats
+from protocol.bundle import Budget, Case
+from protocol.results import CaseMeasurement, DecisionStatus, Evaluation, EvaluationStatus
+from protocol.roles import Role
+
+CASE = Case(case_id="c")
+FAST, SLOW = 80.0, 100.0
+
+
+def run(label: str, median_us: float, seed: int, profile: dict | None = None,
+        status: EvaluationStatus = EvaluationStatus.OK) -> Evaluation:
+    rng = random.Random(seed)
+    samples = [median_us * (1.0 + rng.gauss(0.0, 0.002)) for _ in range(30)]
+    measured = CaseMeasurement(case_id="c", protected=True, weight=1.0, correct=True, samples_us=samples,
+                               stats=sample_stats(samples), profile=profile)
+    return Evaluation(label=label, status=status, cases=[measured] if status is EvaluationStatus.OK else [],
+                      reason="" if status is EvaluationStatus.OK else "worker exited with -11")
+
+
+def proton(us: float) -> dict:
+    return {"proton": {"available": True, "total_kernel_us": us, "main_kernel_us": us, "non_main_kernel_us": 0.0}}
+
+
+def referee(**rules: object) -> Referee:
+    return Referee(Rules(cases=(CASE,), budget=Budget(), **rules))
+
+
+def open_candidate(judge: Referee, role: Role = Role.CANDIDATE, **inputs: object):
+    return judge.start(role=role, test_seed=3, history=RunMedians(), digests=("new", "old"), **inputs)
+
+
+def drive(judge: Referee, state, candidate_us: float = FAST, seconds_left: float = math.inf,
+          candidate_profile: dict | None = None, deep_profile: dict | None = None) -> tuple[Ruling, list]:
+    """Answer every action as a worker would; returns the ruling and the actions asked for."""
+    asked = []
+    while not isinstance(action := judge.next(state), Ruling):
+        asked.append(action)
+        if isinstance(action, Profile):
+            state = judge.profiled(state, run(Role.DEEP_PROFILE.value, candidate_us, len(asked), deep_profile))
+            continue
+        us = candidate_us if action.side == "candidate" else SLOW
+        profile = candidate_profile if action.side == "candidate" else proton(SLOW)
+        state = judge.measured(state, run(action.role.value, us, len(asked), profile), seconds_left)
+    return action, asked
+
+
+def test_a_clear_gain_is_measured_in_the_schedule_order_and_promoted():
+    judge = referee()
+    ruling, asked = drive(judge, open_candidate(judge))
+    assert [(a.side, a.role, a.index, a.profile_level, a.pair) for a in asked] == [
+        ("incumbent", Role.INCUMBENT, 0, None, 0), ("candidate", Role.CANDIDATE, 1, "summary", 0),
+        ("incumbent", Role.INCUMBENT, 2, None, 0)]
+    assert ruling.promoted and ruling.decision.status is DecisionStatus.PROMOTED and ruling.pairs == 0
+    assert [e.label for e in ruling.evaluations] == ["incumbent", "candidate", "incumbent"]
+    # the decision's runs join the history under their sources' digests: two of the old one, one of the new
+    assert [digest for digest, _case, _median in ruling.history.runs] == ["old", "new", "old"]
+
+
+def test_the_schedule_is_the_runs_and_a_failed_candidate_run_ends_it():
+    judge = referee(schedule=("candidate", "incumbent", "incumbent", "candidate"))
+    _ruling, asked = drive(judge, open_candidate(judge))
+    assert [a.side for a in asked] == ["candidate", "incumbent", "incumbent", "candidate"]
+    state = open_candidate(referee())
+    state = referee().measured(state, run("incumbent", SLOW, 1), math.inf)
+    state = referee().measured(state, run("candidate", FAST, 2, status=EvaluationStatus.CRASHED), math.inf)
+    ruling = referee().next(state)
+    assert isinstance(ruling, Ruling) and len(ruling.runs) == 2  # the second incumbent run would decide nothing
+    assert ruling.verdict.decision.status is DecisionStatus.FAILED and not ruling.promoted
+
+
+def test_every_state_is_a_new_value_and_a_run_out_of_turn_is_refused():
+    judge = referee()
+    opened = open_candidate(judge)
+    after = judge.measured(opened, run("incumbent", SLOW, 1), math.inf)
+    assert opened.runs == () and isinstance(judge.next(opened), Measure) and judge.next(opened).index == 0
+    assert judge.next(after).side == "candidate" and len(after.runs) == 1
+    with pytest.raises(ValueError, match="a candidate run was asked for, got a 'incumbent' one"):
+        judge.measured(after, run("incumbent", SLOW, 2), math.inf)
+    with pytest.raises(ValueError, match="no profile was asked for"):
+        judge.profiled(after, run("deep_profile", FAST, 2))
+    with pytest.raises(ValueError, match="decides candidates and finalists"):
+        judge.start(role=Role.INCUMBENT, test_seed=0, history=RunMedians(), digests=("a", "b"))
+
+
+def test_a_finalist_is_measured_with_a_deep_profile_and_revalidated_or_rejected():
+    judge = referee()
+    ruling, asked = drive(judge, open_candidate(judge, Role.FINAL))
+    assert [(a.role, a.profile_level) for a in asked if a.side == "candidate"] == [(Role.FINAL, "deep")]
+    assert ruling.decision.status is DecisionStatus.REVALIDATED
+    slower, _ = drive(judge, open_candidate(judge, Role.FINAL), candidate_us=SLOW * 1.2)
+    assert slower.decision.status is DecisionStatus.REJECTED and slower.decision.reason.startswith("speedup 0.83")
+
+
+def test_a_finalist_without_the_required_evidence_is_rejected():
+    judge = referee()
+    missing, _ = drive(judge, open_candidate(judge, Role.FINAL, evidence=Evidence(required=("proton",))))
+    assert missing.decision.status is DecisionStatus.REJECTED
+    assert missing.decision.reason == "profile veto: profile evidence: profile missing for c: Proton (no profile came back)"
+    brought, _ = drive(judge, open_candidate(judge, Role.FINAL, evidence=Evidence(required=("proton",))),
+                       candidate_profile=proton(FAST))
+    assert brought.decision.status is DecisionStatus.REVALIDATED
+
+
+def test_near_the_threshold_a_deep_profile_is_asked_for_and_its_ncu_regression_vetoes():
+    evidence = Evidence(incumbent_profiles={"c": {"ncu": {"summary": {"duration_us": 100.0}}}})
+    judge = referee(noise=NoiseRule(given=BetweenRunNoise(floor=0.0005)))
+    near = SLOW / 1.012  # 1.012x: within a point of the 1.01x threshold
+    ruling, asked = drive(judge, open_candidate(judge, evidence=evidence), candidate_us=near,
+                          deep_profile={"ncu": {"summary": {"duration_us": 103.0}}})
+    [deep] = [a for a in asked if isinstance(a, Profile)]
+    assert deep.reasons == ("near_threshold",) and deep.notes == ("deep_profile=taken reasons=near_threshold",)
+    assert ruling.deep_profile is not None and [e.label for e in ruling.evaluations][-1] == "deep_profile"
+    assert ruling.verdict.decision.gates["profile"] is False and ruling.decision.status is DecisionStatus.REJECTED
+    assert ruling.decision.reason.startswith("profile veto: ncu duration regressed: candidate 103.000us")
+    assert ruling.verdicts[0].decision.status is DecisionStatus.PROMOTED  # what the benchmark alone said
+    assert ruling.profiles["c"].profile == {"ncu": {"summary": {"duration_us": 103.0}}}
+    # no time left: the deep profile is skipped, and the summary evidence decides
+    cut, asked = drive(judge, open_candidate(judge, evidence=evidence), candidate_us=near, seconds_left=0.0)
+    assert not any(isinstance(a, Profile) for a in asked) and cut.promoted
+    assert cut.notes[-1].startswith("deep_profile=skipped reason=")
+    # profiling off: no evidence judged, no profile compared
+    off, asked = drive(judge, open_candidate(judge), candidate_us=near)
+    assert off.profiles is None and off.promoted and not any(isinstance(a, Profile) for a in asked)
+
+
+def test_a_replay_carries_the_recorded_veto_and_noise_gate():
+    judge = referee()
+    vetoed, _ = drive(judge, open_candidate(judge, carried_veto="ncu duration regressed"))
+    assert vetoed.decision.reason == "profile veto: ncu duration regressed" and not vetoed.promoted
+    held, _ = drive(judge, open_candidate(judge, carried_noise_gate=False))
+    assert held.verdict.decision.gates["noise"] is False and held.verdict.decision.reason == ""
+    # the carried gate holds however many runs come: each pair is decided again with it
+    assert held.pairs == 2 and [v.decision.gates["noise"] for v in held.verdicts] == [False, False, False]

@@ -1,0 +1,138 @@
+"""The run loop in-process: the real `OptimizationRun`, referee, ledger and provider, with a fake evaluator that
+answers each evaluation with synthetic samples (tests/run/fake_evaluator.py). What a decision sequence does
+(promote, reject, confirm, revalidate, stop) is shown here in milliseconds; what only a worker can show stays with
+the CLI tests that start workers (tests/e2e)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.decision.simulate import (
+    Policy,
+    first_difference,
+    recorded_seed,
+    recorded_view,
+    simulate_run,
+)
+from orchestrator.ledger.records import load_records
+from orchestrator.providers.base import Proposal, ProposalContext, ProviderExhausted
+from orchestrator.providers.replay import ReplayProvider
+from protocol.bundle import Budget
+from protocol.outcome import ExitCode, StoppingReason
+from protocol.results import DecisionStatus
+from tests.conftest import PROJECT_ROOT, SYNTHETIC, synthetic_kernel, write_candidates
+from tests.run.fake_evaluator import recorded, run_in_process, synthetic
+
+pytestmark = pytest.mark.timeout(120)
+
+FASTER = synthetic_kernel(50.0)
+INCORRECT = synthetic_kernel(20.0, body="return [v * 3.0 for v in values]")
+DUPLICATE = FASTER.replace('"""Synthetic candidate."""', '"""Synthetic candidate."""\n# reworded comment only')
+SLOWER = synthetic_kernel(150.0)
+
+
+def replay(tmp_path, sources, metadata=None) -> ReplayProvider:
+    return ReplayProvider(write_candidates(tmp_path / "cands", sources, metadata))
+
+
+def test_promotes_faster_rejects_incorrect_and_duplicate(tmp_path):
+    run = run_in_process(SYNTHETIC, tmp_path / "out", replay(tmp_path, [FASTER, INCORRECT, DUPLICATE]), synthetic(),
+                         budget=Budget(max_rounds=3, max_total_seconds=3600))
+    result = run.result
+    assert result.exit_code == ExitCode.OK and result.success
+    assert result.winner_experiment_id == "r001-c000"
+    assert result.stopping_reason is StoppingReason.PROVIDER_EXHAUSTED
+    assert run.decisions() == {"baseline": "baseline", "r001-c000": "promoted", "r001-c001": "rejected",
+                               "r002-c000": "duplicate", "final": "revalidated"}
+    assert "incorrect" in run.experiment("r001-c001").decision.reason
+    assert "duplicate of r001-c000" in run.experiment("r002-c000").decision.reason
+    promoted = run.experiment("r001-c000")
+    assert [e.label for e in promoted.evaluations] == ["incumbent", "candidate", "incumbent"]
+    assert promoted.statistics["passes"] is True and promoted.statistics["between_run_noise"]["dof"] >= 0
+    # the workers the run asked for, in order: the incorrect candidate's incumbent run after it is skipped
+    assert [(r.experiment_id, r.tag) for r in run.evaluator.requests] == [
+        ("baseline", "baseline"), ("r001-c000", "0-incumbent"), ("r001-c000", "1-candidate"),
+        ("r001-c000", "2-incumbent"), ("r001-c001", "0-incumbent"), ("r001-c001", "1-candidate"),
+        ("final", "0-incumbent"), ("final", "1-final"), ("final", "2-incumbent")]
+    assert (run.output_dir / "best_kernel.py").read_text() == FASTER
+    assert json.loads((run.output_dir / "experiments/r001-c000/result.json").read_text())["experiment_id"] == "r001-c000"
+    assert "r001-c000 status=promoted" in (run.output_dir / "live.log").read_text()
+
+
+# ---- recorded runs: the loop and `simulate` are the same referee ----------------------------------------------
+
+DATA = PROJECT_ROOT / "docs" / "data"
+RECORDED_RUNS = {"matmul_tune": DATA / "h200-records-2026-12-01" / "matmul_tune",
+                 "softmax_tune": DATA / "h200-records-2026-12-01" / "softmax_tune",
+                 "va_replay": DATA / "h200-records-2026-12-01" / "va_replay",
+                 "synthetic-run": PROJECT_ROOT / "tests" / "decision" / "fixtures" / "synthetic-run"}
+
+
+class RecordedProvider:
+    """Proposes what a recorded run measured, one placeholder source per experiment (a duplicate proposes its
+    original's again), and is exhausted where the record ends."""
+
+    name = "recorded"
+    concurrent = False
+
+    def __init__(self, experiments) -> None:
+        self.by_id = {record.experiment_id: record for record in experiments}
+
+    @staticmethod
+    def source(experiment_id: str) -> str:
+        return f'"""Stands for {experiment_id}."""\n\nLATENCY_US = 1.0\n'
+
+    async def propose(self, context: ProposalContext) -> Proposal:
+        record = self.by_id.get(context.experiment_id)
+        if record is None:
+            raise ProviderExhausted("the record ends here")
+        original = record.decision.reason.removeprefix("duplicate of ") \
+            if record.decision.status is DecisionStatus.DUPLICATE else record.experiment_id
+        return Proposal(source=self.source(original), metadata=record.metadata)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def recorded_bundle(directory, records) -> None:
+    directory.mkdir()
+    (directory / "kernel.py").write_text(RecordedProvider.source("baseline"))
+    (directory / "harness.py").write_text((SYNTHETIC / "harness.py").read_text())
+    (directory / "cases.json").write_text(json.dumps([case.model_dump(mode="json") for case in records.cases]))
+    (directory / "target.json").write_text((SYNTHETIC / "target.json").read_text())
+
+
+@pytest.mark.parametrize("max_case_regression", [1.0, 0.02])
+@pytest.mark.parametrize("name", sorted(RECORDED_RUNS))
+def test_the_loop_fed_a_recorded_run_decides_as_simulate_does(tmp_path, name, max_case_regression):
+    """The live loop on a recorded run's evaluations (each worker answered with the run it recorded, each test with
+    the recorded seed) takes every decision `simulate` takes on the records, bit for bit: one referee. With the
+    per-case regression gate off, as the runs were decided, both reproduce the records; with it on, they agree up
+    to the first promotion it turns down (after that the loop's incumbent, and so its noise, is another)."""
+    records = load_records(RECORDED_RUNS[name])
+    manifest = json.loads((RECORDED_RUNS[name] / "run.json").read_text())
+    recorded_budget = Budget(**manifest["budget"])
+    policy = Policy(noise_model="learned", max_case_regression=max_case_regression)
+    replay = simulate_run(records.experiments, records.cases, settings=records.settings, policy=policy)
+    seeds = {record.experiment_id: recorded_seed(record.statistics) for record in records.experiments}
+    recorded_bundle(tmp_path / "bundle", records)
+    run = run_in_process(
+        tmp_path / "bundle", tmp_path / "out", RecordedProvider(records.experiments), recorded(records.experiments),
+        budget=recorded_budget.model_copy(update={"max_total_seconds": 1e6, "max_case_regression": max_case_regression}),
+        profile=manifest["profile"], schedule=manifest["schedule"], confirm_pairs=manifest["confirm_pairs"],
+        test_seed=lambda experiment_id: seeds[experiment_id] or 0)
+    compared = []
+    for row in replay.experiments:  # until the replay judges runs the loop did not make
+        if row.after_divergence:
+            break
+        compared.append(row)
+        if any("confirmation pair" in note for note in row.notes):
+            break  # a pair recorded and not asked for: the replay learns from it, the loop never measured it
+    assert compared and all(row.simulated is not None for row in compared)
+    for row in compared:
+        decided = recorded_view(run.experiment(row.experiment_id))
+        assert first_difference(row.simulated, decided) is None, (row.experiment_id, row.simulated, decided)
+        assert decided.lower_bound == row.simulated.lower_bound and decided.learned_sd == row.simulated.learned_sd
+    assert len(compared) == len(replay.experiments) or name == "softmax_tune"
