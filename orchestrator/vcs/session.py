@@ -4,7 +4,8 @@ The session remembers what it expects: HEAD (``base_revision``), the committed k
 (the start source, then each committed winner). A checkpoint commits ``merge(committed, expected disk,
 winner)``, i.e. the committed content plus the agent's delta; anything else that moved (HEAD, the file on disk)
 or an overlap with the user's uncommitted edits refuses the commit and leaves every file as it was. A rollback
-is a forward commit back to the content committed before the first checkpoint.
+is a forward commit back to the content committed before the first checkpoint, or, when an earlier promotion
+won the final revalidation instead of the last, back to what that promotion's checkpoint committed.
 
 Not thread-safe: the run loop calls one method at a time (from a worker thread).
 """
@@ -75,6 +76,8 @@ class CommitSession:
         self.dirty_at_start = committed_source != start_source
         self.checkpoints: list[CommitRecord] = []
         self.adopted: list[CommitRecord] = []  # commits of this run found in the history by `reopen`
+        # experiment id -> (committed content, bytes on disk) right after its checkpoint: what a rollback to it restores
+        self._after: dict[str, tuple[bytes, bytes]] = {}
 
     @classmethod
     def prepare(
@@ -126,7 +129,9 @@ class CommitSession:
             raise VcsPrepareError(str(exc)) from exc
         for revision, message in own:
             what = _trailer_value(message, run_id)
-            working = start_source if what == "rollback" else winners.get(what)
+            restored = rollback_target(what)
+            working = (start_source if what == ROLLBACK else winners.get(restored)) if restored is not None \
+                else winners.get(what)
             if working is not None:
                 session.adopt(revision, working, what)
         return session
@@ -150,14 +155,16 @@ class CommitSession:
         if read_bytes_or_none(self.kernel_path) == previous_disk and previous_disk != working:
             replace_if_unchanged(self.kernel_path, previous_disk, working)
             notes.append(f"the working file {self.relpath} was brought to the committed winner")
-        kind: Literal["promotion", "rollback"] = "rollback" if what == "rollback" else "promotion"
+        restored = rollback_target(what)
+        kind: Literal["promotion", "rollback"] = "rollback" if restored is not None else "promotion"
         record = self._record(
             "committed", kind, f"commit of {what} made before the run was resumed", revision=revision,
             base_revision=parent.revision, reason="; ".join(["adopted from the repository's history", *notes]),
-            experiment_id=None if kind == "rollback" else what,
+            experiment_id=(restored or None) if kind == "rollback" else what,
         )  # fmt: skip
         if kind == "promotion":
             self.checkpoints.append(record)
+            self._after[what] = (self._committed, self._expected_disk)
         self.adopted.append(record)
         return record
 
@@ -220,28 +227,39 @@ class CommitSession:
         record = self._commit(plan.merged_source, plan.winner_source, message, "promotion", experiment_id)
         if record.status == "committed":
             self.checkpoints.append(record)
+            self._after[experiment_id] = (self._committed, self._expected_disk)
         return record
 
-    def commit_rollback(self, subject: str, body: str) -> CommitRecord:
-        """Forward commit back to the content committed before the first checkpoint (no attribution).
+    def commit_rollback(self, subject: str, body: str, to: str | None = None) -> CommitRecord:
+        """Forward commit back to the content committed before the first checkpoint (no attribution), or,
+        with ``to``, back to what the checkpoint of that experiment committed (the later checkpoints undone).
 
-        The working file returns to the start source, so the user's uncommitted edits survive.
+        The working file returns to the start source (or that checkpoint's winner), so the user's uncommitted
+        edits survive. The trailer names what was restored, so a resumed run adopts the commit, never repeats it.
         """
+        what = ROLLBACK if to is None else f"{ROLLBACK}:{to}"
         message = compose_message(
             subject, body, attributed=False, fallback=ROLLBACK_SUBJECT,
-            trailer=run_trailer(self.run_id, "rollback") if self.run_id else None,
+            trailer=run_trailer(self.run_id, what) if self.run_id else None,
         )  # fmt: skip
         record_subject = message.splitlines()[0]
         if not self.checkpoints:
             return self._record(
-                "skipped", "rollback", record_subject, reason="no checkpoint commit to roll back"
+                "skipped", "rollback", record_subject, reason="no checkpoint commit to roll back", experiment_id=to
             )
-        if self._committed == self._start_committed:
+        if to is not None and to not in self._after:
+            return self._record(
+                "failed", "rollback", record_subject, reason=f"no checkpoint commit of {to} to roll back to",
+                experiment_id=to,
+            )  # fmt: skip
+        committed, working = (self._start_committed, self._start_source) if to is None else self._after[to]
+        if self._committed == committed:
+            before = "before the first checkpoint" if to is None else f"at the checkpoint of {to}"
             return self._record(
                 "skipped", "rollback", record_subject,
-                reason=f"the committed {self.relpath} already equals its content before the first checkpoint",
+                reason=f"the committed {self.relpath} already equals its content {before}", experiment_id=to,
             )  # fmt: skip
-        return self._commit(self._start_committed, self._start_source, message, "rollback", None)
+        return self._commit(committed, working, message, "rollback", to)
 
     # -- internals -----------------------------------------------------------------------------------------
 
@@ -316,6 +334,17 @@ class CommitSession:
             kind=kind,
             experiment_id=experiment_id,
         )
+
+
+ROLLBACK = "rollback"  # the trailer's word for a rollback; `rollback:<id>` restores that experiment's checkpoint
+
+
+def rollback_target(what: str) -> str | None:
+    """What a trailer's rollback restores: "" for the start, an experiment id, or None (not a rollback)."""
+    if what == ROLLBACK:
+        return ""
+    head, colon, target = what.partition(":")
+    return target if head == ROLLBACK and colon and target else None
 
 
 def _trailer_value(message: str, run_id: str) -> str:

@@ -236,6 +236,38 @@ def test_two_promotions_then_rollback(git_repo: GitRepo) -> None:
     assert session.checkpoints == [one, two]
 
 
+def test_rollback_to_an_earlier_checkpoint_keeps_exactly_its_content(git_repo: GitRepo) -> None:
+    """A later finalist failed revalidation and an earlier promotion held: one forward commit returns the file
+    to what that promotion's checkpoint committed, with a trailer naming it; a reopened session adopts it."""
+    base = kernel_text()
+    git_repo.write(KERNEL, base)
+    git_repo.commit_all("add kernel")
+    session = CommitSession.prepare(detect_repository(git_repo.root / KERNEL, "auto"), git_repo.root / KERNEL, base,
+                                    "run-1")
+    first = edit_line(base, 4, "x4 = 4  # promotion 1")
+    second = edit_line(first, 14, "x14 = 14  # promotion 2")
+    promote(session, first, "First", "r001-c000")
+    _, two = promote(session, second, "Second", "r002-c001")
+
+    rollback = session.commit_rollback("Revert after r001-c000", "r002-c001 failed revalidation", to="r001-c000")
+
+    assert (rollback.status, rollback.kind, rollback.experiment_id) == ("committed", "rollback", "r001-c000")
+    assert rollback.base_revision == two.revision
+    assert git_repo.show("HEAD", KERNEL) == first and git_repo.read(KERNEL) == first and git_repo.status() == []
+    assert "TLX-Agent-Run: run-1 rollback:r001-c000" in git_repo.message()
+    again = session.commit_rollback("Revert", "", to="r001-c000")
+    assert again.status == "skipped" and "already equals its content at the checkpoint of r001-c000" in again.reason
+    assert session.commit_rollback("Revert", "", to="r009-c000").status == "failed"
+
+    reopened = CommitSession.reopen(detect_repository(git_repo.root / KERNEL, "auto"), git_repo.root / KERNEL, base,
+                                    session.start_head, "run-1", {"r001-c000": first, "r002-c001": second})
+    assert [(r.kind, r.experiment_id) for r in reopened.adopted] == [
+        ("promotion", "r001-c000"), ("promotion", "r002-c001"), ("rollback", "r001-c000")]
+    assert reopened.commit_rollback("Revert", "", to="r001-c000").status == "skipped"
+    assert reopened.commit_rollback("Revert", "").status == "committed"
+    assert git_repo.show("HEAD", KERNEL) == base
+
+
 def test_rollback_on_dirty_target_restores_start_content_with_user_edits(git_repo: GitRepo) -> None:
     committed = kernel_text()
     wip = edit_line(committed, 1, "x1 = 1  # user")
