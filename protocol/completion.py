@@ -15,7 +15,7 @@ from pydantic import Field
 from protocol.base import StrictModel
 from protocol.manifest import InputPaths
 from protocol.outcome import ExitCode, StoppingReason
-from protocol.results import CommitRecord
+from protocol.results import CommitRecord, FinalistAttempt
 
 
 class CaseOutcome(StrictModel):
@@ -65,5 +65,8 @@ class CompletionReport(StrictModel):
     best_kernel_path: str | None
     commit: str | None  # the run's commit summary ("committed <rev> (git)", "disabled (--no-commit-winner)", ...)
     commits: list[CommitRecord]
+    # the finalists revalidated, in order, each with its outcome (result.json report.finalists): more than one
+    # when the finalist failed its revalidation and the next-best earlier promotion was tried
+    finalists: list[FinalistAttempt] = Field(default_factory=list)
     wall_seconds: float | None
     sources: list[str]  # the files this report was read from, absolute

@@ -77,6 +77,20 @@ class RoundsEndedEvent(_Event):
     provider_explanation: dict[str, Any] | None = None
 
 
+class FinalistFallbackEvent(_Event):
+    """A finalist failed its revalidation and the run revalidates the next-best earlier promotion
+    (orchestrator/run/finalists.py): which, why it was chosen, and the time that made it fit."""
+
+    event: Literal["finalist_fallback"]
+    failed: str  # the finalist that failed
+    revalidation_id: str  # its revalidation: final, final-2, ...
+    next: str  # the promotion revalidated next
+    next_revalidation_id: str
+    chained_lower_bound: float  # the product of the lower bounds on its way from the baseline
+    expected_seconds: float
+    seconds_left: float
+
+
 class RunResumedEvent(_Event):
     """`tlx-agent optimize --resume` took the run over: what it moved aside and which budget it changed."""
 
@@ -119,7 +133,8 @@ class ProviderFailureEvent(_Event):
 
 JournalEvent = Annotated[
     RunStartedEvent | EvaluationEvent | ExperimentEvent | CommitEvent | RunFinishedEvent | RunAbortedEvent
-    | RunInterruptedEvent | CommitPreparedEvent | RoundsEndedEvent | RunResumedEvent | ProviderFailureEvent,
+    | RunInterruptedEvent | CommitPreparedEvent | RoundsEndedEvent | RunResumedEvent | ProviderFailureEvent
+    | FinalistFallbackEvent,
     Field(discriminator="event"),
 ]
 JOURNAL_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(JournalEvent)

@@ -173,6 +173,35 @@ class ExperimentRecord(StrictModel):
     def candidate_evaluation(self) -> Evaluation | None:
         return next((e for e in self.evaluations if e.label == "candidate"), None)
 
+    @property
+    def is_revalidation(self) -> bool:
+        return is_revalidation_id(self.experiment_id)
+
+
+REVALIDATION_ID = "final"
+
+
+def revalidation_id(attempt: int) -> str:
+    """The experiment id of the n-th finalist's revalidation: `final`, then `final-2`, `final-3`, ... for the
+    next-best finalists tried after a failed one (orchestrator/run/finalists.py)."""
+    return REVALIDATION_ID if attempt <= 1 else f"{REVALIDATION_ID}-{attempt}"
+
+
+def is_revalidation_id(experiment_id: str) -> bool:
+    head, _, attempt = experiment_id.partition("-")
+    return head == REVALIDATION_ID and (not attempt or attempt.isdigit())
+
+
+class FinalistAttempt(StrictModel):
+    """One finalist the run revalidated against fresh baseline runs, in the order they were tried: the last
+    promotion first, then (after a failed revalidation, while time allowed) the next-best earlier promotion."""
+
+    experiment_id: str  # the promoted candidate
+    revalidation_id: str  # the experiment that revalidated it: final, final-2, ...
+    status: Literal["revalidated", "rejected"]
+    reason: str  # the revalidation's decision reason
+    aggregate_speedup: float | None = None  # over the fresh baseline runs
+
 
 class CaseReport(StrictModel):
     case_id: str
@@ -237,6 +266,8 @@ class RunReport(StrictModel):
     provider_failures: int = 0
     # a kernel that autotunes itself: the choice per key its trusted step made, and first-call latencies
     autotune: AutotuneRecord | None = None
+    # every finalist revalidated, in order, and why each that failed failed (more than one: a next-best was tried)
+    finalists: list[FinalistAttempt] = Field(default_factory=list)
 
 
 class RunResult(StrictModel):

@@ -9,8 +9,11 @@ run prints the error document (protocol/errors.py) instead.
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from protocol.base import StrictModel
 from protocol.outcome import ExitCode, StoppingReason
+from protocol.results import FinalistAttempt
 
 
 class CaseFigures(StrictModel):
@@ -50,6 +53,9 @@ class RunSummary(StrictModel):
     warnings: list[str]
     cases: list[CaseFigures]
     experiments: list[ExperimentLine]
+    # every finalist revalidated against fresh baseline runs, in order: more than one when the finalist failed and
+    # a next-best earlier promotion was tried (each with why it failed or that it held)
+    finalists: list[FinalistAttempt] = Field(default_factory=list)
     wall_seconds: float
     output_dir: str
     result_json: str  # everything: every evaluation, raw samples, statistics, profiles

@@ -196,7 +196,7 @@ def _finished(result: _ResultView, manifest: _ManifestView | None, sources: list
         stopping_reason=result.stopping_reason, stopping_detail=result.stopping_detail,
         winner_experiment_id=result.winner_experiment_id,
         best_kernel_path=result.best_kernel_path, commit=report.commit, commits=result.commits,
-        wall_seconds=result.wall_seconds, sources=[str(path) for path in sources])
+        finalists=list(report.finalists), wall_seconds=result.wall_seconds, sources=[str(path) for path in sources])
 
 
 def _unfinished(output_dir: Path | None, error: str, exit_code: ExitCode | None,

@@ -1,7 +1,8 @@
 """The completion report as the block an agent quotes to the user (`tlx-agent report --format text`).
 
 Every line starts with one of `TEXT_LABELS` (tests/skill/ checks a real run's block has each one, in order), is an
-indented table row, or is an indented warning under the outcome (what weakens the run's verdicts).
+indented table row, an indented warning under the outcome (what weakens the run's verdicts), or an indented
+finalist under the stopping reason (each finalist revalidated, in order, and how its revalidation ended).
 """
 
 from __future__ import annotations
@@ -112,6 +113,10 @@ def format_text(report: CompletionReport) -> str:
         f"correctness: {_correctness(report)}",
         f"stopping reason: {report.stopping_reason.value if report.stopping_reason else '-'}"
         + (f" ({report.stopping_detail})" if report.stopping_detail else ""),
+        *(f"  finalist {attempt.experiment_id} ({attempt.revalidation_id}): {attempt.status}"
+          + (f", {_num(attempt.aggregate_speedup, '.4f')}x" if attempt.aggregate_speedup is not None else "")
+          + (f": {one_line(attempt.reason, 200)}" if attempt.status != "revalidated" else "")
+          for attempt in report.finalists),
         *_commit_lines(report),
         f"best kernel: {report.best_kernel_path or '-'}",
         f"wall time: {_num(report.wall_seconds, '.1f')} s" if report.wall_seconds is not None else "wall time: -",

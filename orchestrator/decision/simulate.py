@@ -298,7 +298,7 @@ class _Replay:
             seed=recorded_seed(statistics), veto=veto)
 
     def experiment(self, record: ExperimentRecord) -> ExperimentReplay:
-        role = "final" if record.experiment_id == "final" else "candidate"
+        role = "final" if record.is_revalidation else "candidate"
         measured = [e for e in record.evaluations if e.label in (role, "incumbent")]
         recorded = recorded_view(record)
         if not any(e.label == role for e in measured):
@@ -371,7 +371,7 @@ class _Replay:
     def view(record: ExperimentRecord, verdict: Verdict, noise: BetweenRunNoise, learned: bool,
              medians_only: bool) -> DecisionView:
         status = verdict.decision.status
-        if record.experiment_id == "final":  # the loop's revalidation: a promotion confirms the finalist
+        if record.is_revalidation:  # the loop's revalidation: a promotion confirms the finalist
             status = DecisionStatus.REVALIDATED if status is DecisionStatus.PROMOTED else DecisionStatus.REJECTED
         tested = verdict.test is not None  # the run records its noise only next to a test
         lower_bound = verdict.test.lower_bound if tested else None

@@ -58,3 +58,16 @@ def candidate_fits(seconds_left: float, expected_seconds: float) -> bool:
     """A candidate cut off by the deadline halfway through its A/B/A runs decides nothing and only costs
     time, so the run stops before it instead."""
     return seconds_left > 0 and seconds_left >= expected_seconds
+
+
+def revalidation_seconds(revalidation: ExperimentRecord, reserve: float) -> float:
+    """Worker seconds one more revalidation is expected to take: the runs that decided the last one (the
+    finalist's run brings its deep profile), and never less than the run's revalidation reserve (a
+    revalidation cut short by a failed run says little of what a full one costs)."""
+    return max(sum(e.worker.wall_seconds for e in revalidation.evaluations if _decides(e)), reserve)
+
+
+def revalidation_fits(seconds_left: float, expected_seconds: float) -> bool:
+    """A next-best finalist is revalidated only when a whole revalidation fits in what is left of the run: one
+    cut off by the deadline decides nothing (its finalist is rejected), and the run would end later for it."""
+    return candidate_fits(seconds_left, expected_seconds)

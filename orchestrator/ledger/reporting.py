@@ -21,6 +21,7 @@ from protocol.results import (
     DecisionStatus,
     Evaluation,
     ExperimentRecord,
+    FinalistAttempt,
     RunReport,
     RunResult,
     WorkerRecord,
@@ -168,7 +169,7 @@ _GATE_ADVICE = {
 
 
 def round_budget_detail(max_rounds: int, experiments: list[ExperimentRecord]) -> str:
-    proposed = [e for e in experiments if e.experiment_id not in ("baseline", "final")]
+    proposed = [e for e in experiments if e.experiment_id != "baseline" and not e.is_revalidation]
     promoted = sum(1 for e in proposed if e.decision and e.decision.status is DecisionStatus.PROMOTED)
     return (f"all {max_rounds} round(s) ran ({len(proposed)} candidate(s), {promoted} promoted); "
             "raise --max-rounds to try more candidates")
@@ -180,8 +181,9 @@ def time_budget_detail(expected_seconds: float, seconds_left: float, max_total_s
             "to try more candidates")
 
 
-def revalidation_detail(record: ExperimentRecord) -> str:
-    """Which gate the finalist failed next to fresh baseline runs, its reason, and what that suggests."""
+def revalidation_detail(record: ExperimentRecord, later: str = "", no_further: str = "") -> str:
+    """Which gate the finalist failed next to fresh baseline runs, its reason, and what that suggests; `later`:
+    what the next-best finalists tried after it did (run/finalists.py), `no_further`: why none more was tried."""
     decision = record.decision
     reason = decision.reason if decision else "no decision"
     gates = decision.gates if decision else {}
@@ -189,8 +191,10 @@ def revalidation_detail(record: ExperimentRecord) -> str:
                     key=lambda gate: list(_GATE_ADVICE).index(gate) if gate in _GATE_ADVICE else len(_GATE_ADVICE))
     where = f" at the {', '.join(failed)} gate{'s' if len(failed) > 1 else ''}" if failed else ""
     advice = f"; {_GATE_ADVICE[failed[0]]}" if failed and failed[0] in _GATE_ADVICE else ""
-    return (f"the finalist {record.parent_id} failed revalidation next to fresh baseline runs{where} ({reason}), "
-            f"so the baseline stays{advice}")
+    after = "".join(f"; {text}" for text in (later, f"no further finalist was tried: {no_further}" if no_further
+                                             else "") if text)
+    return (f"the finalist {record.parent_id} failed revalidation next to fresh baseline runs{where} ({reason})"
+            f"{after}, so the baseline stays{advice}")
 
 
 def commit_failed_detail(record: ExperimentRecord, commits: list[CommitRecord]) -> str:
@@ -212,7 +216,7 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                  stopping_reason: str, stopping_detail: str, exit_code: int, commits: list[CommitRecord],
                  provider_explanation: dict | None = None,
                  commit_summary: str, best_path: Path, wall_seconds: float, output_dir: Path,
-                 provider_failures: int = 0) -> RunResult:
+                 provider_failures: int = 0, finalists: list[FinalistAttempt] | None = None) -> RunResult:
     speedups = {row.case_id: row for row in final_record.comparisons} if final_record else {}
     rates = {rate.case_id: rate for rate in evaluation_rates(final or baseline, baseline.worker.device)}
     workload = []
@@ -246,7 +250,7 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                        verdict_fallback=baseline.worker.verdict_fallback,
                        physics=device_peaks_line(baseline.worker.device), profile_evidence=required,
                        provider_failures=provider_failures, workers=len(workers),
-                       worker_seconds=worker_cost(workers))
+                       worker_seconds=worker_cost(workers), finalists=list(finalists or []))
     return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
                      stopping_detail=stopping_detail, winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
                      final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,
@@ -349,6 +353,7 @@ def run_summary(result: RunResult, cases: list[Case], max_case_regression: float
                                     reason=record.decision.reason if record.decision else "",
                                     slower_cases=slower_cases(record, cases, max_case_regression))
                      for record in result.experiments if record.experiment_id != "baseline"],
+        finalists=list(report.finalists),
         wall_seconds=result.wall_seconds, output_dir=result.output_dir,
         result_json=str(output_dir / "result.json"), live_log=str(output_dir / "live.log"),
         best_kernel_path=result.best_kernel_path)

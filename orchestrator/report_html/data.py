@@ -299,7 +299,7 @@ def progress(experiments: Sequence[ExperimentRecord], seconds: Mapping[str, floa
         at = seconds.get(record.experiment_id, clock)
         status = _status(record)
         aggregate = record.aggregate_speedup
-        if record.experiment_id == "final":
+        if record.is_revalidation:
             over = aggregate  # measured against fresh baseline runs
             if status == DecisionStatus.REVALIDATED.value and aggregate:
                 best = aggregate

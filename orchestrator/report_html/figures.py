@@ -14,6 +14,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from orchestrator.report_html.data import BatchRow, CandidateSpeedups, CaseLatency, ProgressPoint
+from protocol.results import is_revalidation_id
 
 _SVG_SETTINGS = {"svg.fonttype": "path", "svg.hashsalt": "tlx-agent-report", "font.size": 9}
 _PALETTE = (
@@ -141,8 +142,8 @@ def progress_figure(points: Sequence[ProgressPoint]) -> str | None:
     groups = (
         ("promoted", lambda p: p.status == "promoted", "#2ca02c", "o"),
         ("rejected", lambda p: p.status not in ("promoted", "revalidated") and not p.slower_case, "#7f7f7f", "o"),
-        ("rejected: a protected case slower", lambda p: p.slower_case and p.experiment_id != "final", SLOWER, "X"),
-        ("final, revalidated against the baseline", lambda p: p.experiment_id == "final", "#1f77b4", "*"),
+        ("rejected: a protected case slower", lambda p: p.slower_case and not is_revalidation_id(p.experiment_id), SLOWER, "X"),
+        ("final, revalidated against the baseline", lambda p: is_revalidation_id(p.experiment_id), "#1f77b4", "*"),
     )
     for label, chosen, colour, marker in groups:
         picked = [point for point in drawn if chosen(point)]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from orchestrator.text import one_line
 from protocol.autotune import AutotuneRecord
 from protocol.batch import BatchSummary
-from protocol.results import Evaluation, ExperimentRecord
+from protocol.results import Evaluation, ExperimentRecord, is_revalidation_id
 
 EXPERIMENTS_ADAPTER: TypeAdapter[list[ExperimentRecord]] = TypeAdapter(list[ExperimentRecord])
 REPORT_NAME = "report.html"
@@ -70,7 +70,7 @@ def decision_seconds(path: Path) -> dict[str, float]:
         if event.get("event") == "run_started" and start is None:
             start = float(event["time"])
         elif start is not None and isinstance(event.get("experiment_id"), str) and (
-                event.get("event") == "experiment" or event.get("experiment_id") == "final"):
+                event.get("event") == "experiment" or is_revalidation_id(event["experiment_id"])):
             found[event["experiment_id"]] = float(event["time"]) - start
     return found
 

@@ -153,22 +153,53 @@ class CommitStep:
             self.state_note = f"committed {committed.revision} ({committed.vcs})"
         return committed.status == "committed"
 
-    async def rollback(self, reason: str) -> bool:
+    async def rollback(self, reason: str, keep: str | None = None) -> bool:
+        """Undo the checkpoints after a failed final revalidation: all of them, or (`keep`, an earlier promotion
+        that was revalidated instead) those after the last checkpoint up to `keep`, so the checkout ends with
+        exactly the revalidated winner's content. One forward commit, made at most once (also across a resume)."""
         if self.session is None or not self.session.checkpoints:
             return True
-        if any(r.kind == "rollback" and r.status == "committed" for r in self.records):
+        to = self.restore_point(keep)
+        if any(r.kind == "rollback" and r.status == "committed" and r.experiment_id == to for r in self.records):
             return True  # rolled back before a resume
-        subject = "Revert tlx-agent promotions after failed final revalidation"
-        body = f"Final revalidation rejected the finalist: {reason}"
-        record = await trio.to_thread.run_sync(self.session.commit_rollback, subject, body)
+        if to is None:
+            subject = "Revert tlx-agent promotions after failed final revalidation"
+            body = f"Final revalidation rejected the finalist: {reason}"
+        else:
+            subject = f"Revert tlx-agent promotions after {to}: they failed final revalidation"
+            body = f"Final revalidation rejected the later finalist(s) and revalidated {keep}: {reason}"
+        record = await trio.to_thread.run_sync(self.session.commit_rollback, subject, body, to)
         if record.status == "skipped":
             return True
         self._save(record)
-        self.state_note = f"rolled back ({record.status})"
+        self.state_note = (f"rolled back ({record.status})" if to is None else
+                           f"rolled back to {to} ({record.status}{', ' + record.revision if record.revision else ''})")
         return record.status == "committed"
 
+    def restore_point(self, keep: str | None) -> str | None:
+        """The checkpoint a rollback that keeps `keep` returns to: the last promotion committed up to `keep`
+        (a promotion with nothing to commit left the content as the one before it); None: the start."""
+        if keep is None:
+            return None
+        promotions = [r for r in self.records if r.kind == "promotion"]
+        upto = next((i for i, r in enumerate(promotions) if r.experiment_id == keep), None)
+        if upto is None:
+            return None
+        return next((r.experiment_id for r in reversed(promotions[:upto + 1]) if r.status == "committed"), None)
+
+    def is_last_checkpoint(self, experiment_id: str) -> bool:
+        """`experiment_id` is the last promotion the run committed (or tried to): nothing after it to undo."""
+        promotions = [r for r in self.records if r.kind == "promotion"]
+        return not promotions or promotions[-1].experiment_id == experiment_id
+
     def finalize(self) -> None:
-        if self.session is not None and self.session.checkpoints:
+        if self.session is None:
+            return
+        restored = next((r for r in reversed(self.records) if r.kind == "rollback" and r.status == "committed"), None)
+        if restored is not None and restored.experiment_id:
+            self.log.event(f"commit status=final revision={restored.revision} restored={restored.experiment_id} "
+                           f"checkpoints={len(self.session.checkpoints)}")
+        elif self.session.checkpoints:
             last = self.session.checkpoints[-1]
             self.log.event(f"commit status=final revision={last.revision} checkpoints={len(self.session.checkpoints)}")
 

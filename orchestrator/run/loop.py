@@ -21,7 +21,13 @@ from orchestrator.autotune.winner import winner_first_call
 from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundle
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
 from orchestrator.decision.referee import Ruling
-from orchestrator.decision.time_budget import candidate_fits, expected_candidate_seconds, revalidation_reserve
+from orchestrator.decision.time_budget import (
+    candidate_fits,
+    expected_candidate_seconds,
+    revalidation_fits,
+    revalidation_reserve,
+    revalidation_seconds,
+)
 from orchestrator.ledger import reporting
 from orchestrator.ledger.artifacts import RunArtifacts, write_json
 from orchestrator.ledger.config import RunConfig
@@ -33,7 +39,7 @@ from orchestrator.providers.base import (
     ProposalError,
     ProviderExhausted,
 )
-from orchestrator.run import profile_step
+from orchestrator.run import finalists, profile_step
 from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.evaluator import Evaluates, Evaluator, MakesEvaluator
@@ -58,7 +64,9 @@ from protocol.results import (
     Evaluation,
     EvaluationStatus,
     ExperimentRecord,
+    FinalistAttempt,
     RunResult,
+    revalidation_id,
 )
 from protocol.roles import Role
 
@@ -86,6 +94,8 @@ class OptimizationRun:
         self.resume = resume  # a dead run's records to go on from (orchestrator/run/resume/)
         # what the provider raises is that proposal's failure, written, logged and counted
         self.provider_failures = ProviderFailures(provider.name, artifacts, log)
+        self.finalists: list[FinalistAttempt] = []  # the finalists revalidated, in order (run/finalists.py)
+        self.finalists_stop = ""  # why no further finalist was tried after the last failed one
 
     # ---- phases ---------------------------------------------------------------------------------
 
@@ -141,12 +151,8 @@ class OptimizationRun:
             state.provider_explanation = ended.get("provider_explanation")
             incumbent = incumbent_of(next((e for e in state.experiments if e.experiment_id == ended["incumbent_id"]),
                                           None), incumbent)
-        recorded_final = self.resume.record("final") if self.resume else None
-        if recorded_final is None:
-            final, winner = await self.revalidate(state, incumbent)
-        else:
-            final, winner = await self.conclude_revalidation(state, incumbent, recorded_final, resumed=True)
-        result = self.finish(state, baseline, final, winner)
+        final_record, winner = await self.revalidate_finalists(state, incumbent, baseline)
+        result = self.finish(state, baseline, final_record, winner)
         if self.config.autotune is not None:  # a kernel that autotunes itself: its choice, first calls before and after
             assert self.evaluator is not None
             result.report.autotune = (await winner_first_call(self.evaluator, state, winner)
@@ -449,71 +455,145 @@ class OptimizationRun:
 
     # ---- the end: revalidation and the result -----------------------------------------------------
 
-    async def revalidate(self, state: RunState, incumbent: Incumbent) -> tuple[Evaluation | None, Incumbent | None]:
-        """Re-measure the finalist in fresh workers next to fresh baseline runs; None winner = rejected."""
-        assert self.evaluator is not None and self.side_by_side is not None
+    async def revalidate_finalists(self, state: RunState, incumbent: Incumbent, baseline: Evaluation
+                                   ) -> tuple[ExperimentRecord | None, Incumbent | None]:
+        """Revalidate the finalist; after a failed revalidation, the next-best earlier promotion while one more
+        revalidation fits in the time left (run/finalists.py), and so on; then keep or roll back the commits.
+        A resumed run takes every revalidation its records hold and measures only those they do not."""
         if incumbent.experiment_id == "baseline":
             return None, None
-        self.log.event(f"final status=revalidating winner={incumbent.experiment_id}")
-        final_path = self.artifacts.write_source("final", incumbent.source)
+        rounds = (state.stopping_reason, state.stopping_detail)
+        attempts: list[ExperimentRecord] = []
+        measured: set[str] = set()
+        finalist: Incumbent | None = incumbent
+        while finalist is not None:
+            revalidation = revalidation_id(len(attempts) + 1)
+            record = self.resume.record(revalidation) if self.resume else None
+            if record is None:
+                record = await self.revalidate(state, finalist, revalidation)
+                measured.add(revalidation)
+            attempts.append(record)
+            if record.decision is not None and record.decision.status is DecisionStatus.REVALIDATED:
+                break
+            finalist = self.next_finalist(state, attempts, baseline)
+        self.finalists = [finalists.attempt_of(record) for record in attempts]
+        return await self.conclude_revalidation(state, attempts, rounds, resumed=attempts[-1].experiment_id
+                                                not in measured)
+
+    def next_finalist(self, state: RunState, attempts: list[ExperimentRecord], baseline: Evaluation
+                      ) -> Incumbent | None:
+        """The next-best promotion to revalidate after `attempts[-1]` failed, said in the live log and the
+        journal; None when none is left, a commit failed, or a whole revalidation no longer fits."""
+        failed = attempts[-1]
+        following = revalidation_id(len(attempts) + 1)
+        recorded = self.resume.record(following) if self.resume else None
+        candidate = finalists.next_best(state.experiments, {a.parent_id or "" for a in attempts})
+        if recorded is not None:  # the dead run had tried it: its record says which
+            candidate = next(e for e in state.experiments if e.experiment_id == recorded.parent_id)
+        left = state.deadline - trio.current_time()
+        reserve = revalidation_reserve(self.config.budget.max_total_seconds, baseline.worker.wall_seconds)
+        expected = revalidation_seconds(failed, reserve)
+        if candidate is None:
+            why_not = "no earlier promotion is left to revalidate"
+        elif self.commit_step.failed:
+            why_not = "a commit of the run failed: its checkout is left as it is"
+        elif recorded is None and not revalidation_fits(left, expected):
+            why_not = (f"the next-best {candidate.experiment_id} needs about {expected:.0f} s of workers to "
+                       f"revalidate, {max(left, 0.0):.0f} s are left (--max-total-seconds)")
+        else:
+            why_not = ""
+        if candidate is None or why_not:
+            self.finalists_stop = why_not
+            self.log.event(f"final status=no_next_best after={failed.parent_id} reason={quote(why_not)}")
+            return None
+        bound = finalists.chained_lower_bound(candidate, state.experiments)
+        rejected = f"{failed.experiment_id} rejected: {failed.decision.reason if failed.decision else 'no decision'}"
+        self.log.event(f"final status=next_best finalist={candidate.experiment_id} revalidation={following} "
+                       f"after={failed.parent_id} chained_lower_bound={bound:.4f}x expected_seconds={expected:.0f} "
+                       f"seconds_left={max(left, 0.0):.0f} reason={quote(rejected)}")
+        self.artifacts.journal("finalist_fallback", failed=failed.parent_id or "", revalidation_id=failed.experiment_id,
+                               next=candidate.experiment_id, next_revalidation_id=following,
+                               chained_lower_bound=bound, expected_seconds=expected, seconds_left=max(left, 0.0))
+        return incumbent_of(candidate, Incumbent("baseline", self.inputs.kernel_source,
+                                                 self.artifacts.root / "experiments/baseline/kernel.py", baseline))
+
+    async def revalidate(self, state: RunState, incumbent: Incumbent, revalidation: str) -> ExperimentRecord:
+        """Re-measure a finalist in fresh workers next to fresh baseline runs; the record says whether it held."""
+        assert self.evaluator is not None and self.side_by_side is not None
+        self.log.event(f"{revalidation} status=revalidating winner={incumbent.experiment_id}")
+        final_path = self.artifacts.write_source(revalidation, incumbent.source)
         baseline_path = self.artifacts.root / "experiments/baseline/kernel.py"
         state.written_sources[str(final_path)] = raw_digest(incumbent.source)
         baseline_evaluation = next(r for r in state.experiments if r.experiment_id == "baseline").evaluations[0]
         ruling = await self.side_by_side.decide(
-            state, "final", role=Role.FINAL, candidate=Source(final_path, normalized_digest(incumbent.source)),
+            state, revalidation, role=Role.FINAL, candidate=Source(final_path, normalized_digest(incumbent.source)),
             incumbent=Source(baseline_path, normalized_digest(self.inputs.kernel_source)), deadline=state.deadline,
-            test_seed=self.draw_test_seed("final"),
+            test_seed=self.draw_test_seed(revalidation),
             evidence=profile_step.evidence(self.evaluator, state, baseline_evaluation))
-        record = ExperimentRecord(experiment_id="final", parent_id=incumbent.experiment_id,
+        record = ExperimentRecord(experiment_id=revalidation, parent_id=incumbent.experiment_id,
                                   source_sha256=raw_digest(incumbent.source),
                                   normalized_sha256=normalized_digest(incumbent.source), source_path=str(final_path),
                                   metadata=next((e.metadata for e in state.experiments
                                                  if e.experiment_id == incumbent.experiment_id), CandidateMetadata()),
                                   evaluations=ruling.evaluations)
         apply_ruling(record, ruling)
-        accepted = ruling.promoted
         state.experiments.append(record)
-        write_json(self.artifacts.experiment_dir("final") / "result.json", record)
+        write_json(self.artifacts.experiment_dir(revalidation) / "result.json", record)
         write_json(self.artifacts.root / "experiments.json", state.experiments)
-        self.log.event(reporting.decision_line("final", record, status="revalidated" if accepted else "baseline"))
-        return await self.conclude_revalidation(state, incumbent, record)
+        self.log.event(reporting.decision_line(revalidation, record,
+                                               status="revalidated" if ruling.promoted else "rejected"))
+        return record
 
-    async def conclude_revalidation(self, state: RunState, incumbent: Incumbent, record: ExperimentRecord,
-                                    resumed: bool = False) -> tuple[Evaluation | None, Incumbent | None]:
-        """Roll back or keep the finalist's commits; `resumed`: the revalidation was recorded before the run
-        died (its diagnostic instrumentation is not collected again)."""
-        assert self.evaluator is not None and record.decision is not None
-        final = next((e for e in record.evaluations if e.label == Role.FINAL.value), None)
-        accepted = record.decision.status is DecisionStatus.REVALIDATED
-        if not accepted:
-            state.stop(StoppingReason.FINALIST_REVALIDATION_FAILED, reporting.revalidation_detail(record))
-            if not await self.commit_step.rollback(record.decision.reason):
+    async def conclude_revalidation(self, state: RunState, attempts: list[ExperimentRecord],
+                                    rounds: tuple[StoppingReason, str], resumed: bool = False
+                                    ) -> tuple[ExperimentRecord | None, Incumbent | None]:
+        """Keep the revalidated winner's commits (rolled back to its checkpoint when it is not the last promotion)
+        or roll them all back; `resumed`: the winner's revalidation was recorded before the run died (its
+        diagnostic instrumentation is not collected again)."""
+        assert self.evaluator is not None
+        last = attempts[-1]
+        later = finalists.attempts_detail(self.finalists)
+        if last.decision is None or last.decision.status is not DecisionStatus.REVALIDATED:
+            detail = reporting.revalidation_detail(attempts[0], later, self.finalists_stop)
+            state.stop(StoppingReason.FINALIST_REVALIDATION_FAILED, detail)
+            if not await self.commit_step.rollback(attempts[0].decision.reason if attempts[0].decision else detail):
                 state.stop(StoppingReason.ROLLBACK_COMMIT_FAILED,
                            reporting.rollback_failed_detail(state.stopping_detail, self.commit_step.records))
-            return final, None
+            return None, None
+        winner = next(e for e in state.experiments if e.experiment_id == last.parent_id)
+        incumbent = promoted_incumbent(winner, Path(last.source_path).read_text(encoding="utf-8"),
+                                       Path(winner.source_path))
+        if len(attempts) > 1:  # a next-best won: the rounds' reason stands, the detail says what happened after
+            first = attempts[0]
+            state.stop(rounds[0], f"{rounds[1]}; the finalist {first.parent_id} failed revalidation "
+                                  f"({first.decision.reason if first.decision else 'no decision'}); {later}")
+            if not await self.commit_step.rollback(state.stopping_detail, keep=winner.experiment_id):
+                state.stop(StoppingReason.ROLLBACK_COMMIT_FAILED,
+                           reporting.rollback_failed_detail(state.stopping_detail, self.commit_step.records))
         self.commit_step.finalize()
         if not resumed:
-            await profile_step.diagnostic_instrumentation(self.evaluator, state, "final", Path(record.source_path),
-                                                          state.deadline)
-        return final, incumbent
+            await profile_step.diagnostic_instrumentation(self.evaluator, state, last.experiment_id,
+                                                          Path(last.source_path), state.deadline)
+        return last, incumbent
 
-    def finish(self, state: RunState, baseline: Evaluation, final: Evaluation | None,
+    def finish(self, state: RunState, baseline: Evaluation, final_record: ExperimentRecord | None,
                winner: Incumbent | None) -> RunResult:
         source = winner.source if winner else self.inputs.kernel_source
         best_path = self.artifacts.root / "best_kernel.py"
         best_path.write_text(source, encoding="utf-8")
+        final = next((e for e in final_record.evaluations if e.label == Role.FINAL.value), None) \
+            if final_record is not None and winner is not None else None
         best = final if winner else baseline
         write_json(self.artifacts.root / "best_profile.json", reporting.profiles_by_case(best))
         exit_code = run_exit_code(state.stopping_reason, winner is not None, self.commit_step.failed)
-        final_record = next((e for e in state.experiments if e.experiment_id == "final"), None)
         return reporting.build_result(
             config=self.config, inputs=self.inputs, state_experiments=state.experiments, baseline=baseline,
-            final=final if winner else None, final_record=final_record if winner else None,
+            final=final, final_record=final_record if winner else None,
             winner_id=winner.experiment_id if winner else "baseline", stopping_reason=state.stopping_reason,
             stopping_detail=state.stopping_detail, provider_explanation=state.provider_explanation,
             exit_code=exit_code, commits=self.commit_step.records,
             commit_summary=self.commit_step.summary(), best_path=best_path, wall_seconds=time.monotonic() - state.started,
-            output_dir=self.artifacts.root, provider_failures=self.provider_failures.count)
+            output_dir=self.artifacts.root, provider_failures=self.provider_failures.count, finalists=self.finalists)
 
 
 def apply_ruling(record: ExperimentRecord, ruling: Ruling) -> None:

@@ -21,11 +21,14 @@ from orchestrator.bundle.inputs import FrozenBundle, Inputs, load_inputs
 from orchestrator.decision.statistics import sample_stats
 from orchestrator.ledger.artifacts import RunArtifacts, prepare_output_dir
 from orchestrator.ledger.config import RunConfig
-from orchestrator.ledger.evaluations import FinishedEvaluation
+from orchestrator.ledger.evaluations import FinishedEvaluation, reusable_evaluations
 from orchestrator.ledger.live_log import LiveLog
 from orchestrator.providers.base import CandidateProvider
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.loop import OptimizationRun
+from orchestrator.run.resume.aside import move_aside_unfinished
+from orchestrator.run.resume.rebuild import Resumption, resumption
+from orchestrator.run.resume.record import read_recorded_run
 from orchestrator.run.state import RunState
 from protocol.bundle import Budget, Case
 from protocol.results import (
@@ -147,18 +150,50 @@ class InProcessRun:
         return next(e for e in self.result.experiments if e.experiment_id == experiment_id)
 
 
+def make_config(bundle: Path, output_dir: Path, budget: Budget | None = None, **config: object) -> RunConfig:
+    """The run's configuration on a bundle directory: no commits and fresh workers unless `config` says so."""
+    paths = {name: bundle / f"{name}.{'py' if name in ('kernel', 'harness') else 'json'}"
+             for name in ("kernel", "harness", "cases", "target")}
+    settings = {"commit_winner": False, "worker_start": "fresh", **config}
+    return RunConfig(**paths, output_dir=output_dir, budget=budget or Budget(max_total_seconds=3600),
+                     **settings)  # type: ignore[arg-type]
+
+
 def run_in_process(bundle: Path, output_dir: Path, provider: CandidateProvider, respond: Respond, *,
                    budget: Budget | None = None, test_seed: Callable[[str], int] | None = None,
                    **config: object) -> InProcessRun:
     """The real loop (`OptimizationRun.run`) on a bundle directory (kernel.py, harness.py, cases.json,
     target.json), its evaluations answered by `respond`; `config` sets RunConfig fields, `test_seed` the
     bootstrap's seed per experiment."""
-    paths = {name: bundle / f"{name}.{'py' if name in ('kernel', 'harness') else 'json'}"
-             for name in ("kernel", "harness", "cases", "target")}
     output_dir = prepare_output_dir(output_dir)
-    run_config = RunConfig(**paths, output_dir=output_dir, budget=budget or Budget(max_total_seconds=3600),
-                           commit_winner=False, worker_start="fresh", **config)
-    inputs = load_inputs(**paths, budget=None, reference_kernel=None)
+    run_config = make_config(bundle, output_dir, budget, **config)
+    inputs = load_inputs(kernel=run_config.kernel, harness=run_config.harness, cases=run_config.cases,
+                         target=run_config.target, budget=None, reference_kernel=None)
+    return _run(run_config, inputs, provider, respond, test_seed=test_seed)
+
+
+def resume_in_process(bundle: Path, output_dir: Path, provider: CandidateProvider, respond: Respond, *,
+                      budget: Budget | None = None, **config: object) -> InProcessRun:
+    """The loop resumed on a killed run's output directory as `tlx-agent optimize --resume` resumes it: the
+    recorded run read back, unfinished experiments moved aside, the inputs from the frozen bundle."""
+    recorded = read_recorded_run(output_dir)
+    run_config = make_config(bundle, recorded.output_dir, budget, **config)
+    frozen = recorded.bundle
+    inputs = load_inputs(kernel=frozen.path("kernel.py"), harness=frozen.harness_path, cases=frozen.path("cases.json"),
+                         target=frozen.path("target.json"), budget=None, reference_kernel=None)
+    inputs.kernel_path = run_config.kernel
+    point = resumption(recorded, run_config.budget.max_total_seconds, run_config.budget.candidates_per_round)
+    count = recorded.resume_count + 1
+    moved = move_aside_unfinished(recorded.output_dir, {r.experiment_id for r in recorded.experiments}, count)
+    point.reusable, _ = reusable_evaluations(recorded.output_dir)
+    RunArtifacts(recorded.output_dir).journal("run_resumed", argv=["tlx-agent"], resume_count=count,
+                                              moved_aside=moved, budget_overrides={})
+    return _run(run_config, inputs, provider, respond, resume=point)
+
+
+def _run(run_config: RunConfig, inputs: Inputs, provider: CandidateProvider, respond: Respond, *,
+         test_seed: Callable[[str], int] | None = None, resume: Resumption | None = None) -> InProcessRun:
+    output_dir = run_config.output_dir
     log = LiveLog(stream=_Lines())
     log.attach_file(output_dir / "live.log")
     artifacts = RunArtifacts(output_dir)
@@ -170,9 +205,11 @@ def run_in_process(bundle: Path, output_dir: Path, provider: CandidateProvider, 
 
     run = OptimizationRun(run_config, inputs, provider, log, artifacts,
                           CommitStep(run_config, run_config.kernel, log, artifacts), make_evaluator=make_evaluator,
-                          **({"draw_test_seed": test_seed} if test_seed else {}))
-    result = trio.run(run.run)
-    log.close()
+                          resume=resume, **({"draw_test_seed": test_seed} if test_seed else {}))
+    try:
+        result = trio.run(run.run)
+    finally:
+        log.close()
     return InProcessRun(result, made[0], output_dir, log.stream.lines)  # type: ignore[attr-defined]
 
 
@@ -189,4 +226,5 @@ class _Lines:
         pass
 
 
-__all__ = ["FakeEvaluator", "InProcessRun", "Request", "recorded", "run_in_process", "synthetic"]
+__all__ = ["FakeEvaluator", "InProcessRun", "Request", "recorded", "make_config", "resume_in_process", "run_in_process",
+           "synthetic"]

@@ -29,7 +29,7 @@ def measured_digest(record: ExperimentRecord, evaluation: Evaluation, by_id: dic
     (the baseline for the finalist), every other run is the record's own source."""
     if evaluation.label != Role.INCUMBENT.value:
         return record.normalized_sha256
-    incumbent_id = "baseline" if record.experiment_id == "final" else record.parent_id or "baseline"
+    incumbent_id = "baseline" if record.is_revalidation else record.parent_id or "baseline"
     incumbent = by_id.get(incumbent_id)
     return incumbent.normalized_sha256 if incumbent else ""
 
@@ -40,7 +40,7 @@ def rebuild_state(run_id: str, experiments: Sequence[ExperimentRecord]) -> RunSt
     by_id = {record.experiment_id: record for record in experiments}
     for record in experiments:
         duplicate = record.decision is not None and record.decision.status is DecisionStatus.DUPLICATE
-        if record.experiment_id != "final" and record.normalized_sha256 and not duplicate:
+        if not record.is_revalidation and record.normalized_sha256 and not duplicate:
             state.seen_digests[record.normalized_sha256] = record.experiment_id
         if record.source_path and record.source_sha256:
             state.written_sources[record.source_path] = record.source_sha256
