@@ -77,6 +77,18 @@ class RoundsEndedEvent(_Event):
     provider_explanation: dict[str, Any] | None = None
 
 
+class ProposalRefusedEvent(_Event):
+    """A proposal repeated what the run already refused (orchestrator/run/refusals.py): no worker ran it, and the
+    provider was asked again for the same slot."""
+
+    event: Literal["proposal_refused"]
+    experiment_id: str  # the slot it was proposed for
+    attempt: int  # refused proposals for this slot so far, this one included
+    normalized_sha256: str
+    reason: str
+    source_path: str
+
+
 class FinalistFallbackEvent(_Event):
     """A finalist failed its revalidation and the run revalidates the next-best earlier promotion
     (orchestrator/run/finalists.py): which, why it was chosen, and the time that made it fit."""
@@ -134,7 +146,7 @@ class ProviderFailureEvent(_Event):
 JournalEvent = Annotated[
     RunStartedEvent | EvaluationEvent | ExperimentEvent | CommitEvent | RunFinishedEvent | RunAbortedEvent
     | RunInterruptedEvent | CommitPreparedEvent | RoundsEndedEvent | RunResumedEvent | ProviderFailureEvent
-    | FinalistFallbackEvent,
+    | FinalistFallbackEvent | ProposalRefusedEvent,
     Field(discriminator="event"),
 ]
 JOURNAL_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(JournalEvent)

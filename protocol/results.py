@@ -151,6 +151,16 @@ class Decision(StrictModel):
     gates: dict[str, bool] = Field(default_factory=dict)
 
 
+class RefusedProposal(StrictModel):
+    """A proposal the run refused before any worker because what it proposes was already refused: its source
+    (normalized digest) by compile ahead, a build or screening, or its configuration by the infeasible store."""
+
+    normalized_sha256: str
+    reason: str  # what refused it before, and where
+    source_path: str = ""  # experiments/<id>/refused-<n>.py
+    change: str = ""  # the provider's one-line description of it
+
+
 class ExperimentRecord(StrictModel):
     experiment_id: str
     round_index: int = 0
@@ -168,6 +178,17 @@ class ExperimentRecord(StrictModel):
     statistics: dict[str, Any] = Field(default_factory=dict)
     decision: Decision | None = None
     wall_seconds: float = 0.0
+    # proposals for this slot refused before any worker as already known to fail (orchestrator/run/refusals.py);
+    # the provider was asked again after each
+    refused_proposals: list[RefusedProposal] = Field(default_factory=list)
+
+    @property
+    def proposals_made(self) -> int:
+        """The proposals the provider made for this slot: the refused ones, and its own unless the slot got
+        none but refused ones (a duplicate record without a source)."""
+        only_refused = self.decision is not None and self.decision.status is DecisionStatus.DUPLICATE \
+            and not self.source_path
+        return len(self.refused_proposals) + (0 if only_refused else 1)
 
     @property
     def candidate_evaluation(self) -> Evaluation | None:

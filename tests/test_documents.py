@@ -54,7 +54,7 @@ def test_schema_names_every_document_and_every_model(capsys):
     assert set(schemas["journal.jsonl"]["discriminator"]["mapping"]) == {
         "run_started", "evaluation", "experiment", "commit", "run_finished", "run_aborted", "run_interrupted",
         "commit_prepared", "rounds_ended", "run_resumed",  # these three: what --resume reads (docs/resume.md)
-        "provider_failure", "finalist_fallback"}
+        "provider_failure", "finalist_fallback", "proposal_refused"}
 
 
 def test_document_names_match_paths_with_one_segment_per_id():

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from orchestrator.bundle.arch import CUDA, CUDA_BACKENDS, interpreter_requested, lookup, normalize
-from orchestrator.compile_ahead.feasibility import PRUNABLE, Feasibility
+from orchestrator.compile_ahead.feasibility import PRUNABLE, Feasibility, is_neighbour, pruning_knobs
 from orchestrator.compile_ahead.limits import LIMITS
 from orchestrator.compile_ahead.models import CompileTarget
 from orchestrator.compile_ahead.signature import kernel_scope
@@ -101,3 +102,15 @@ def remembered_in_source(store: InfeasibleStore, source: str, target: Target) ->
         return []
     names = [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.decorator_list]
     return [found for name in names for found in remembered_for(store, source, name, target)]
+
+
+def refused_configuration(store: InfeasibleStore, source: str, configuration: Mapping[str, int],
+                          target: Target) -> tuple[dict[str, int], str] | None:
+    """The remembered infeasible config (knobs, resource) that rules out `configuration` for this file's kernels:
+    the same config, or a neighbour in the same direction, compared on the knobs `configuration` names (as the
+    tuner's own search prunes, orchestrator/providers/tune/search.py); None when nothing rules it out."""
+    for knobs, resource in remembered_in_source(store, source, target):
+        compared = {name: value for name, value in knobs.items() if name in configuration}
+        if compared and resource in PRUNABLE and is_neighbour(pruning_knobs(compared, resource), configuration):
+            return dict(knobs), resource
+    return None

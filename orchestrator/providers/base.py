@@ -6,6 +6,7 @@ everything later providers need (incumbent source and measurements, profiles, ea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +34,9 @@ class ProviderConfigError(Exception):
 class Proposal:
     source: str
     metadata: CandidateMetadata
+    # the launch configuration the source sets, by the names compile ahead knows (BLOCK_SIZE, num_warps,
+    # num_stages, ...), when the provider knows it (the tuner): the run refuses one its infeasible store rules out
+    configuration: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)

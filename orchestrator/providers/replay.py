@@ -47,8 +47,9 @@ class ReplayProvider:
         return Proposal(source=source, metadata=self._metadata(path))
 
     def resume_from(self, history: Sequence[ExperimentRecord]) -> None:
-        """A resumed run continues at the next unused file: each candidate record used one (`--resume`)."""
-        self.next_index = sum(1 for record in history if record.round_index >= 1)
+        """A resumed run continues at the next unused file: each candidate record used one, and one more for
+        each proposal the run refused before it (`--resume`)."""
+        self.next_index = sum(record.proposals_made for record in history if record.round_index >= 1)
 
     @staticmethod
     def _metadata(path: Path) -> CandidateMetadata:

@@ -12,7 +12,7 @@ import os
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -39,7 +39,7 @@ from orchestrator.providers.base import (
     ProposalError,
     ProviderExhausted,
 )
-from orchestrator.run import finalists, profile_step
+from orchestrator.run import finalists, profile_step, refusals
 from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.evaluator import Evaluates, Evaluator, MakesEvaluator
@@ -65,6 +65,7 @@ from protocol.results import (
     EvaluationStatus,
     ExperimentRecord,
     FinalistAttempt,
+    RefusedProposal,
     RunResult,
     revalidation_id,
 )
@@ -295,7 +296,14 @@ class OptimizationRun:
             promoted_this_round = any(e.round_index == round_index and e.decision is not None
                                       and e.decision.status is DecisionStatus.PROMOTED for e in state.experiments)
             proposals = await self.propose_round(state, proposing_for, round_index, baseline, deadline, start_slot)
-            for experiment_id, slot, proposal in proposals:
+            for experiment_id, slot, proposal, refused in proposals:
+                if isinstance(proposal, refusals.OnlyRefused):  # no worker: recorded, and the round ends
+                    await self.run_candidate(state, incumbent, experiment_id, round_index, slot, proposal, deadline,
+                                             refused)
+                    why = (f"the {self.provider.name} provider proposed only what the run already refused "
+                           f"({len(refused)} in a row); the next round proposes again")
+                    self.log.event(f"{experiment_id} status=round_ended reason={quote(why)}")
+                    break
                 if isinstance(proposal, ProviderExhausted):
                     self.log.event(f"{experiment_id} status=provider_exhausted reason={str(proposal)!r}")
                     state.stop(StoppingReason.PROVIDER_EXHAUSTED,
@@ -305,7 +313,7 @@ class OptimizationRun:
                 if not self.next_candidate_fits(state, deadline):
                     return incumbent
                 record, promoted = await self.run_candidate(state, incumbent, experiment_id, round_index, slot,
-                                                            proposal, deadline)
+                                                            proposal, deadline, refused)
                 if isinstance(proposal, ProviderFailed) and self.provider_failures.exhausted:
                     detail = self.provider_failures.exhausted_detail()
                     self.log.event(f"{experiment_id} status=provider_exhausted reason={quote(detail, 600)}")
@@ -337,18 +345,20 @@ class OptimizationRun:
     # ---- one round: proposals, then each candidate ------------------------------------------------
 
     def context_for(self, state: RunState, incumbent: Incumbent, experiment_id: str, round_index: int, slot: int,
-                    baseline: Evaluation, deadline: float) -> ProposalContext:
+                    baseline: Evaluation, deadline: float, refused: Sequence[RefusedProposal] = ()) -> ProposalContext:
         reference = self.inputs.reference_kernel_source
-        # what the round knew when it proposed: the records of earlier rounds (the same in a resumed round)
+        # what the round knew when it proposed: the records of earlier rounds (the same in a resumed round), and
+        # what was refused of this slot's own proposals so far
         history = tuple(e for e in state.experiments if e.round_index < round_index)
         known = {e.experiment_id for e in history}
+        excluded = (frozenset(d for d, eid in state.seen_digests.items() if eid in known) | self.prior_digests
+                    | frozenset(refusals.refusals_in(history)) | {r.normalized_sha256 for r in refused})
         return ProposalContext(
             experiment_id=experiment_id, round_index=round_index, slot_index=slot,
             kernel_name=self.inputs.kernel_path.name, incumbent_id=incumbent.experiment_id,
             incumbent_source=incumbent.source, incumbent_evaluation=incumbent.evaluation,
             baseline_evaluation=baseline, cases=tuple(self.inputs.cases), target=self.inputs.target,
-            history=history,
-            excluded_digests=frozenset(d for d, eid in state.seen_digests.items() if eid in known) | self.prior_digests,
+            history=history, excluded_digests=excluded,
             reference_kernel_excerpt=reference[:4000] if reference else None, prior_evidence=self.prior_evidence,
             workspace_root=self.artifacts.root / "provider_workspaces",
             deadline_seconds=max(1.0, min(self.config.budget.max_candidate_seconds, deadline - trio.current_time())),
@@ -356,24 +366,44 @@ class OptimizationRun:
                    "min_speedup": self.config.budget.min_speedup} if self.screener is not None else {})
 
     async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int, baseline: Evaluation,
-                            deadline: float, first_slot: int = 0) -> list[tuple[str, int, Proposal | Exception]]:
+                            deadline: float, first_slot: int = 0
+                            ) -> list[tuple[str, int, Proposal | Exception, list[RefusedProposal]]]:
+        """Each slot's proposal (or why there is none), with the proposals refused for it before any worker
+        because the run had refused what they propose (run/refusals.py): the provider is asked again after each,
+        up to `MAX_REFUSED_IN_A_ROW`; a slot that got only those ends the round."""
         ids = [f"r{round_index:03d}-c{slot:03d}" for slot in range(self.config.budget.candidates_per_round)]
         slots = range(first_slot, self.config.budget.candidates_per_round)
         results: dict[int, Proposal | Exception] = {}
+        refused: dict[int, list[RefusedProposal]] = {slot: [] for slot in slots}
 
-        async def one(slot: int) -> None:
-            context = self.context_for(state, incumbent, ids[slot], round_index, slot, baseline, deadline)
+        async def ask(slot: int) -> Proposal | Exception:
+            context = self.context_for(state, incumbent, ids[slot], round_index, slot, baseline, deadline,
+                                       refused[slot])
             self.log.event(f"{ids[slot]} status=generating provider={self.provider.name}")
             with trio.move_on_at(deadline) as scope:
                 try:
-                    results[slot] = await self.provider.propose(context)
+                    proposal = await self.provider.propose(context)
                     self.provider_failures.succeeded()
+                    return proposal
                 except (ProposalError, ProviderExhausted) as exc:
-                    results[slot] = exc
+                    return exc
                 except Exception as exc:  # noqa: BLE001 - whatever else it raises fails this proposal only
-                    results[slot] = self.provider_failures.failed(ids[slot], exc)
-            if scope.cancelled_caught:
-                results[slot] = ProposalError("provider did not answer before the run's deadline")
+                    return self.provider_failures.failed(ids[slot], exc)
+            assert scope.cancelled_caught
+            return ProposalError("provider did not answer before the run's deadline")
+
+        async def one(slot: int) -> None:
+            while True:
+                results[slot] = await ask(slot)
+                proposal = results[slot]
+                why = refusals.known_refusal(state.refused, self.screener.store if self.screener else None,
+                                             proposal, self.inputs.target) if isinstance(proposal, Proposal) else None
+                if why is None:
+                    return
+                refused[slot].append(self.refuse(ids[slot], proposal, why, len(refused[slot]) + 1))
+                if len(refused[slot]) >= refusals.MAX_REFUSED_IN_A_ROW:
+                    results[slot] = refusals.OnlyRefused(refused[slot])
+                    return
 
         if self.provider.concurrent:
             async with trio.open_nursery() as nursery:
@@ -382,17 +412,38 @@ class OptimizationRun:
         else:
             for slot in slots:
                 await one(slot)
-                if isinstance(results[slot], ProviderExhausted) or self.provider_failures.exhausted:
+                if isinstance(results[slot], (ProviderExhausted, refusals.OnlyRefused)) \
+                        or self.provider_failures.exhausted:
                     break
-        return [(ids[slot], slot, results[slot]) for slot in sorted(results)]
+        return [(ids[slot], slot, results[slot], refused[slot]) for slot in sorted(results)]
+
+    def refuse(self, experiment_id: str, proposal: Proposal, why: str, count: int) -> RefusedProposal:
+        """A proposal refused before any worker: its source kept beside the slot's, said in the live log and
+        the journal."""
+        path = self.artifacts.experiment_dir(experiment_id) / f"refused-{count}.py"
+        path.write_text(proposal.source, encoding="utf-8")
+        refused = RefusedProposal(normalized_sha256=normalized_digest(proposal.source), reason=why,
+                                  source_path=str(path), change=proposal.metadata.change)
+        self.log.event(f"{experiment_id} status=proposal_refused attempt={count}/{refusals.MAX_REFUSED_IN_A_ROW} "
+                       f"source={str(path)!r} reason={quote(f'already refused: {why}', 400)} (no worker; the "
+                       f"{self.provider.name} provider is asked again)")
+        self.artifacts.journal("proposal_refused", experiment_id=experiment_id, attempt=count,
+                               normalized_sha256=refused.normalized_sha256, reason=why, source_path=str(path))
+        return refused
 
     async def run_candidate(self, state: RunState, incumbent: Incumbent, experiment_id: str, round_index: int,
-                            slot: int, proposal: Proposal | Exception, deadline: float
-                            ) -> tuple[ExperimentRecord, Incumbent | None]:
+                            slot: int, proposal: Proposal | Exception, deadline: float,
+                            refused: Sequence[RefusedProposal] = ()) -> tuple[ExperimentRecord, Incumbent | None]:
         assert self.evaluator is not None and self.side_by_side is not None
         started = time.monotonic()
         record = ExperimentRecord(experiment_id=experiment_id, round_index=round_index, slot_index=slot,
-                                  parent_id=incumbent.experiment_id)
+                                  parent_id=incumbent.experiment_id, refused_proposals=list(refused))
+        if isinstance(proposal, refusals.OnlyRefused):
+            self.artifacts.write_source(experiment_id, "")
+            record.decision = Decision(status=DecisionStatus.DUPLICATE,
+                                       reason=f"no proposal: {proposal}; the last: {refused[-1].reason}")
+            self.log.event(reporting.decision_line(experiment_id, record))
+            return self.record(state, record, started), None
         if isinstance(proposal, Exception):
             self.artifacts.write_source(experiment_id, "")
             record.decision = Decision(status=DecisionStatus.FAILED, reason=f"proposal failed: {proposal}")
@@ -416,12 +467,13 @@ class OptimizationRun:
             self.log.event(reporting.decision_line(experiment_id, record))
             return self.record(state, record, started), None
         state.seen_digests[record.normalized_sha256] = experiment_id
-        refused = await compiled_ahead(self.evaluator, self.screener.store if self.screener else None,
-                                       proposal.source, source_path, deadline - trio.current_time())
-        if refused is not None:  # over the device's limits: no GPU worker spent
-            record.evaluations = [refused]
-            record.decision = Decision(status=DecisionStatus.REJECTED, reason=f"build_failed: {refused.reason}")
+        ahead = await compiled_ahead(self.evaluator, self.screener.store if self.screener else None,
+                                     proposal.source, source_path, deadline - trio.current_time())
+        if ahead is not None:  # over the device's limits: no GPU worker spent, and never proposed again
+            record.evaluations = [ahead]
+            record.decision = Decision(status=DecisionStatus.REJECTED, reason=f"build_failed: {ahead.reason}")
             self.log.event(reporting.decision_line(experiment_id, record))
+            state.refused.setdefault(record.normalized_sha256, refusals.refusal_of(record) or ahead.reason)
             return self.record(state, record, started), None
 
         ruling = await self.side_by_side.decide(
@@ -432,6 +484,9 @@ class OptimizationRun:
         record.evaluations = ruling.evaluations
         apply_ruling(record, ruling)
         self.log.event(reporting.decision_line(experiment_id, record))
+        why = refusals.refusal_of(record)  # a source that failed to build is never a candidate again
+        if why is not None:
+            state.refused.setdefault(record.normalized_sha256, why)
         self.record(state, record, started)
         if record.decision and record.decision.status is DecisionStatus.PROMOTED:
             return record, promoted_incumbent(record, proposal.source, source_path)

@@ -3,8 +3,9 @@
 A provider that proposes families of configurations (the tuner) gets `Screener.screen` through its context
 (`ProposalContext.extra["screen"]`). Each call writes the variants under `screening/sNNN/`, runs one worker
 that builds, verifies and briefly times every variant on every case (`sandbox_worker/screening.py`), and
-appends one line per variant to `screening.jsonl`: its label, status, reason and median per case. Screening
-never decides: the provider proposes the fastest few, and each proposal then goes through the same A/B/A
+appends one line per variant to `screening.jsonl`: its label, status, reason, normalized source digest and
+median per case. A variant whose build failed (or that compile ahead held back) is refused for the rest of the run,
+whichever provider proposes it again (orchestrator/run/refusals.py). Screening never decides: the provider proposes the fastest few, and each proposal then goes through the same A/B/A
 promotion gate, confirmation pairs and revalidation as any other candidate. Screening workers run no
 profiler: profiles are taken where they pay, on the candidates the gate measures.
 
@@ -28,6 +29,8 @@ from orchestrator.compile_ahead.feasibility import Feasibility
 from orchestrator.compile_ahead.store import InfeasibleStore
 from orchestrator.compile_ahead.variants import VariantCheck, VariantJob, check_variants
 from orchestrator.run import screening_ahead
+from orchestrator.run.refusals import SCREENING_LOG, screening_refusal
+from orchestrator.source_digest import normalized_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.verdict_fallback import screening_target
 from protocol.results import EvaluationStatus
@@ -169,6 +172,11 @@ class Screener:
         results = [ScreeningResult(label=label, source=source, variant=variant, ahead=check)
                    for (label, source), variant, check in zip(variants, merged, checks, strict=True)]
         self._persist(screen_id, results, evaluation.worker.wall_seconds)
+        for index, result in enumerate(results):  # no provider gets a round for these again (run/refusals.py)
+            why = screening_refusal(screen_id, f"v{index:02d}", result.label, result.variant.status,
+                                    result.variant.reason)
+            if why is not None:
+                self.state.refused.setdefault(normalized_digest(result.source), why)
         ok = sum(1 for r in results if r.ok)
         evaluator.log.event(f"{screen_id} screening variants={len(results)} ok={ok} "
                             f"seconds={evaluation.worker.wall_seconds:.1f} worker_log={str(directory / 'worker.log')!r}")
@@ -202,11 +210,12 @@ class Screener:
         return list(checks)
 
     def _persist(self, screen_id: str, results: list[ScreeningResult], wall_seconds: float) -> None:
-        path: Path = self.evaluator.artifacts.root / "screening.jsonl"
+        path: Path = self.evaluator.artifacts.root / SCREENING_LOG
         with path.open("a", encoding="utf-8") as handle:
             for index, result in enumerate(results):
                 record: dict[str, Any] = {"screen_id": screen_id, "variant": f"v{index:02d}", "label": result.label,
                                           **result.variant.model_dump(exclude={"variant_id"}),
+                                          "normalized_sha256": normalized_digest(result.source),
                                           "worker_seconds": wall_seconds}
                 if result.ahead is not None:
                     record["compile_ahead"] = screening_ahead.summary(result.ahead)

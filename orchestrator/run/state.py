@@ -44,6 +44,8 @@ class RunState:
     deadline: float  # trio time
     experiments: list[ExperimentRecord] = field(default_factory=list)
     seen_digests: dict[str, str] = field(default_factory=dict)  # normalized digest -> experiment id
+    # normalized digest -> why: sources compile ahead, a build or a screening refused (run/refusals.py)
+    refused: dict[str, str] = field(default_factory=dict)
     rounds_without_promotion: int = 0
     # the median of every benchmarked run of every source, per case: the history the noise is learnt from
     run_medians: RunMedians = field(default_factory=RunMedians)

@@ -79,6 +79,8 @@ def test_first_proposal_doubles_block_size_with_a_one_line_patch():
     assert "4210" in metadata.evidence  # the dominant case's measured median
     assert metadata.change.startswith("BLOCK_SIZE 64 -> 128")
     assert metadata.expected_effect and metadata.risk
+    # the configuration it states, by the names the infeasible store knows (the run refuses a ruled-out one)
+    assert proposal.configuration is not None and proposal.configuration["BLOCK_SIZE"] == 128
 
 
 def test_excluded_configurations_are_never_proposed():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from orchestrator.compile_ahead.ahead import remembered_in_source
@@ -60,7 +61,7 @@ class TuneProvider:
             best.source, metadata, context.incumbent_source, evidence_terms=evidence_terms(context)
         )
         self._attempts.append(attempt_of(best, context.round_index, context.incumbent_id))
-        return proposal
+        return dataclasses.replace(proposal, configuration=named_configuration(knobs, best.configuration))
 
     async def _screened(self, context: ProposalContext, knobs: list) -> Proposal | None:
         """The joint search's next screened configuration (orchestrator/providers/tune/search.py), when the
@@ -87,8 +88,9 @@ class TuneProvider:
         if screened is None:
             return None
         bottleneck, _ = classify_bottleneck(context.incumbent_evaluation)
-        return validate_proposal(screened.source, screened_metadata(screened, bottleneck), context.incumbent_source,
-                                 evidence_terms=evidence_terms(context))
+        proposal = validate_proposal(screened.source, screened_metadata(screened, bottleneck), context.incumbent_source,
+                                     evidence_terms=evidence_terms(context))
+        return dataclasses.replace(proposal, configuration=named_configuration(knobs, screened.config))
 
     def resume_from(self, history: Sequence[ExperimentRecord]) -> None:
         """A resumed run's tuner: its attempts re-derived from the recorded history (`--resume`)."""
@@ -96,6 +98,12 @@ class TuneProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def named_configuration(knobs: list, configuration: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    """A configuration by the names compile ahead and the infeasible store know (`Proposal.configuration`)."""
+    names = triton_names(knobs)
+    return {names.get(key, key): int(value) for key, value in configuration}
 
 
 def _gate_gain(context: ProposalContext) -> float:

@@ -2,7 +2,8 @@
 
 Noise: every benchmarked run of the records goes into `RunState.run_medians`, in the order it ran (records in
 order, runs in order), under the digest of the source it measured. Incumbent: `promoted_incumbent` of the last
-promotion. Where the rounds go on: the slot after the last recorded one.
+promotion. Where the rounds go on: the slot after the last recorded one. Refused sources: those of the records and
+of screening.jsonl (`run/refusals.py`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from orchestrator.decision.timing_modes import learn_modes
 from orchestrator.ledger.evaluations import FinishedEvaluation
+from orchestrator.run.refusals import refusals_in, screening_refusals
 from orchestrator.run.resume.record import RecordedRun, seconds_spent
 from orchestrator.run.state import Incumbent, RunState, promoted_incumbent
 from protocol.results import DecisionStatus, Evaluation, ExperimentRecord
@@ -50,6 +52,7 @@ def rebuild_state(run_id: str, experiments: Sequence[ExperimentRecord]) -> RunSt
                 if digest:
                     state.run_medians = state.run_medians.with_run(digest, evaluation)
                 learn_modes(state.timing_modes, evaluation)
+    state.refused = refusals_in(experiments)
     baseline = by_id.get("baseline")
     if baseline is not None and baseline.evaluations:
         state.device = baseline.evaluations[0].worker.device
@@ -120,6 +123,8 @@ def resumption(recorded: RecordedRun, max_total_seconds: float, candidates_per_r
     state = rebuild_state(recorded.manifest.run_id, recorded.experiments)
     round_index, slot = next_slot(recorded.experiments, candidates_per_round)
     state.rounds_without_promotion = rounds_without_promotion(recorded.experiments, round_index)
+    for digest, why in screening_refusals(recorded.output_dir).items():
+        state.refused.setdefault(digest, why)
     screening = recorded.output_dir / "screening"
     screenings = len([p for p in screening.iterdir() if p.is_dir()]) if screening.is_dir() else 0
     return Resumption(recorded=recorded, state=state,
