@@ -61,6 +61,9 @@ class CaseMeasurement(StrictModel):
     warmup_count: int | None = None
     cache_policy: str | None = None
     profile: dict[str, Any] | None = None
+    # why no profile of this case was taken though one was asked for: "budget" (the run's time ran out before it
+    # finished, or was too short to start it); set by the orchestrator, never from what a worker sends
+    profile_not_taken: str | None = None
     phase_seconds: dict[str, float] = Field(default_factory=dict)
 
 
@@ -181,6 +184,9 @@ class ExperimentRecord(StrictModel):
     # proposals for this slot refused before any worker as already known to fail (orchestrator/run/refusals.py);
     # the provider was asked again after each
     refused_proposals: list[RefusedProposal] = Field(default_factory=list)
+    # profiles its runs asked for that the run's time did not allow ("<label> run, case <id>: profile not taken:
+    # budget ..."): not held against it as missing evidence, the decision stands on the measurements
+    profiles_not_taken: list[str] = Field(default_factory=list)
 
     @property
     def proposals_made(self) -> int:

@@ -117,7 +117,9 @@ def ncu_veto(profiles: Mapping[str, CaseProfileComparison], evidence: Evidence) 
 
 def evidence_veto(cases: Sequence[Case], required: Sequence[str], candidate: Evaluation, verdict: Verdict,
                   profiles: Mapping[str, Any] | None = None) -> str | None:
-    """The veto when a protected case's required profile is missing or disagrees with the benchmark."""
+    """The veto when a protected case's required profile is missing or disagrees with the benchmark. A profile
+    the run's time did not allow (`CaseMeasurement.profile_not_taken`, and no other profile of the case) is not
+    missing evidence: the run ran out of time, not the candidate, and the decision stands on the measurements."""
     if not required:
         return None
     profiles = profiles if profiles is not None else profiles_by_case(candidate)
@@ -127,6 +129,8 @@ def evidence_veto(cases: Sequence[Case], required: Sequence[str], candidate: Eva
             continue
         row = next((r for r in verdict.comparisons if r.case_id == case.case_id), None)
         measured = candidate.case(case.case_id)
+        if measured is not None and measured.profile_not_taken and not profiles.get(case.case_id):
+            continue
         launches = int((measured.metrics if measured else {}).get("benchmark.replayed_launches") or 1)
         problem = profile_rules.evidence_problem(case.case_id, profiles.get(case.case_id),
                                                  row.candidate_median_us if row else None, list(required), launches)
@@ -142,3 +146,11 @@ def candidate_veto(cases: Sequence[Case], evidence: Evidence, candidate: Evaluat
     return (evidence_veto(cases, evidence.required, candidate, verdict,
                           {case_id: comparison.profile for case_id, comparison in profiles.items()})
             or ncu_veto(profiles, evidence) or next(iter(call.cross_checks), None))
+
+
+def profiles_not_taken(evaluations: Sequence[Evaluation]) -> list[str]:
+    """One line per profile a decision's runs asked for and the run's time did not allow, for the experiment's
+    record: which run, which case, and why."""
+    return [f"{evaluation.label} run, case {case.case_id}: profile not taken: {case.profile_not_taken} (the run's "
+            "time for it ran out; the decision stands on the measurements)"
+            for evaluation in evaluations for case in evaluation.cases if case.profile_not_taken]

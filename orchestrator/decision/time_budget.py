@@ -71,3 +71,21 @@ def revalidation_fits(seconds_left: float, expected_seconds: float) -> bool:
     """A next-best finalist is revalidated only when a whole revalidation fits in what is left of the run: one
     cut off by the deadline decides nothing (its finalist is rejected), and the run would end later for it."""
     return candidate_fits(seconds_left, expected_seconds)
+
+
+def profile_seconds_by_case(experiments: Sequence[ExperimentRecord]) -> dict[str, float]:
+    """Case id -> the seconds the untouched kernel's profile of it took (its deep profile: at least what a
+    candidate's summary takes): a profile is not started with less than that left of the run's time for it."""
+    baseline = next((e for e in experiments if e.experiment_id == "baseline"), None)
+    if baseline is None or not baseline.evaluations:
+        return {}
+    return {case.case_id: case.phase_seconds["profile"] for case in baseline.evaluations[0].cases
+            if case.phase_seconds.get("profile")}
+
+
+def profile_cutoff(deadline: float, remaining_runs: int, runs: Sequence[Evaluation]) -> float:
+    """Until when a run's profiles may go so that the runs its decision still needs after it fit before the
+    deadline (each expected as long as the longest run of the decision so far): a profile cut there is not
+    taken, and the decision is made on the measurements (an incumbent run cut by the deadline instead would
+    leave the candidate undecided, never promoted)."""
+    return deadline - max(remaining_runs, 0) * longest_worker_seconds(runs)

@@ -18,6 +18,7 @@ import trio
 
 from orchestrator.bundle.inputs import FrozenBundle, Inputs, check_frozen
 from orchestrator.decision.physics import physics_verdict
+from orchestrator.decision.time_budget import profile_seconds_by_case
 from orchestrator.decision.timing_modes import fixed_modes, learn_modes
 from orchestrator.ledger import reporting
 from orchestrator.ledger.artifacts import RunArtifacts
@@ -52,7 +53,7 @@ class Evaluates(Protocol):
 
     async def evaluate(self, state: RunState, *, role: Role, experiment_id: str, kernel_path: Path, tag: str,
                        deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",
-                       benchmark: bool = True) -> Evaluation: ...
+                       benchmark: bool = True, profile_until: float | None = None) -> Evaluation: ...
 
 
 # how the run makes its evaluator once the bundle is frozen: `Evaluator`, or a test's fake
@@ -122,7 +123,11 @@ class Evaluator:
 
     async def evaluate(self, state: RunState, *, role: Role, experiment_id: str, kernel_path: Path, tag: str,
                        deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",
-                       benchmark: bool = True) -> Evaluation:
+                       benchmark: bool = True, profile_until: float | None = None) -> Evaluation:
+        """One evaluation in a fresh worker. `deadline` is the run's (trio time); the worker's own is the earlier
+        of it and `--max-candidate-seconds`. Its profiles may run until `profile_until` (the run's time for them,
+        never later than `deadline`): one the run's time cuts is not taken, and the evaluation stands on its
+        measurements; one that outlasts the worker's own limits while the run has time fails it, as before."""
         diagnostic = role is Role.DIAGNOSTIC
         if diagnostic and benchmark:
             raise ValueError("diagnostic-only instrumentation is never benchmarked")
@@ -148,6 +153,8 @@ class Evaluator:
             worker_python=self.config.worker_python, benchmark=benchmark,
             profile_request=(self.profile_factory(experiment_id, profile_level, profile_reason, diagnostic)
                              if profile_level else None),
+            profile_until=min(deadline, profile_until) if profile_until is not None else deadline,
+            profile_seconds=profile_seconds_by_case(state.experiments),
             timing_modes=fixed_modes(self.inputs.cases, state.timing_modes), autotune=self.autotune_setup())
         digest = raw_digest(source) if source is not None else ""
         recorded = self.reusable.pop((experiment_id, tag), None)

@@ -1,5 +1,6 @@
 """The optimization loop as phases: freeze, baseline, rounds x candidates, revalidate, finish.
-Long because: each phase has its resumed form next to it (`--resume`, docs/resume.md), sharing one RunState.
+Long because: each phase has its resumed form next to it (`--resume`, docs/resume.md), sharing one RunState; the
+end revalidates next-best finalists after a failed one (run/finalists.py) and a round re-asks for refused proposals.
 
 Each phase is a method; the work inside a phase lives elsewhere: `Evaluator` runs workers, `SideBySide`
 measures and judges, `CommitStep` commits, `profile_step` gathers profile evidence, `orchestrator.decision`
@@ -19,6 +20,7 @@ import trio
 
 from orchestrator.autotune.winner import winner_first_call
 from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundle
+from orchestrator.decision.evidence import profiles_not_taken
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
 from orchestrator.decision.referee import Ruling
 from orchestrator.decision.time_budget import (
@@ -483,6 +485,8 @@ class OptimizationRun:
                                                                               incumbent.evaluation))
         record.evaluations = ruling.evaluations
         apply_ruling(record, ruling)
+        for line in record.profiles_not_taken:
+            self.log.event(f"{experiment_id} profile_not_taken=budget detail={quote(line)}")
         self.log.event(reporting.decision_line(experiment_id, record))
         why = refusals.refusal_of(record)  # a source that failed to build is never a candidate again
         if why is not None:
@@ -592,6 +596,8 @@ class OptimizationRun:
                                                  if e.experiment_id == incumbent.experiment_id), CandidateMetadata()),
                                   evaluations=ruling.evaluations)
         apply_ruling(record, ruling)
+        for line in record.profiles_not_taken:
+            self.log.event(f"{revalidation} profile_not_taken=budget detail={quote(line)}")
         state.experiments.append(record)
         write_json(self.artifacts.experiment_dir(revalidation) / "result.json", record)
         write_json(self.artifacts.root / "experiments.json", state.experiments)
@@ -657,6 +663,7 @@ def apply_ruling(record: ExperimentRecord, ruling: Ruling) -> None:
     record.decision = ruling.decision
     record.comparisons = verdict.comparisons
     record.aggregate_speedup = verdict.aggregate_speedup
+    record.profiles_not_taken = profiles_not_taken(ruling.evaluations)
     if verdict.test is not None:
         record.statistics = verdict.test.model_dump(mode="json")
         record.statistics["between_run_noise"] = ruling.noise.as_dict()

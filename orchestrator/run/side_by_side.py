@@ -17,6 +17,7 @@ import trio
 from orchestrator.decision.evidence import Evidence
 from orchestrator.decision.referee import Measure, NoiseRule, Profile, Referee, Rules, Ruling
 from orchestrator.decision.schedule import measurement_schedule
+from orchestrator.decision.time_budget import profile_cutoff
 from orchestrator.ledger import reporting
 from orchestrator.ledger.artifacts import write_json
 from orchestrator.run.evaluator import Evaluates
@@ -62,11 +63,14 @@ class SideBySide:
                 deep = await evaluator.evaluate(
                     state, role=Role.DEEP_PROFILE, experiment_id=experiment_id, kernel_path=candidate.path,
                     tag="deep-profile", deadline=deadline, profile_level=action.level,
-                    profile_reason=",".join(action.reasons), benchmark=False)
+                    profile_reason=",".join(action.reasons), benchmark=False, profile_until=deadline)
                 judgement = self.referee.profiled(judgement, deep)
                 continue
+            # the schedule's runs still to come after this one must fit after its profile
+            remaining = len(self.referee.rules.schedule) - action.index - 1 if not action.pair else 0
+            until = profile_cutoff(deadline, remaining, judgement.runs)
             judgement = self.referee.measured(judgement, await self.run(state, experiment_id, action, candidate,
-                                                                        incumbent, deadline),
+                                                                        incumbent, deadline, until),
                                               deadline - trio.current_time())
         state.run_medians = action.history
         if action.profiles is not None:
@@ -78,8 +82,9 @@ class SideBySide:
         return action
 
     async def run(self, state: RunState, experiment_id: str, measure: Measure, candidate: Source, incumbent: Source,
-                  deadline: float) -> Evaluation:
-        """One run of one side in a fresh worker; a candidate's (or the finalist's) figures go to the live log."""
+                  deadline: float, profile_until: float | None = None) -> Evaluation:
+        """One run of one side in a fresh worker; a candidate's (or the finalist's) figures go to the live log.
+        Its profile may take until `profile_until` (default: the deadline); one the run's time cuts is not taken."""
         if measure.side == "incumbent":
             return await self.evaluator.evaluate(
                 state, role=Role.INCUMBENT, experiment_id=experiment_id, kernel_path=incumbent.path,
@@ -87,7 +92,7 @@ class SideBySide:
         evaluation = await self.evaluator.evaluate(
             state, role=measure.role, experiment_id=experiment_id, kernel_path=candidate.path,
             tag=f"{measure.index}-{measure.role.value}", deadline=deadline, profile_level=measure.profile_level,
-            profile_reason=measure.role.value)
+            profile_reason=measure.role.value, profile_until=profile_until)
         self.evaluator.log.event(reporting.evaluation_line(experiment_id, measure.role.value, evaluation))
         return evaluation
 

@@ -89,6 +89,11 @@ class EvaluationPlan:
     worker_python: str = sys.executable
     benchmark: bool = True
     profile_request: Callable[[Case], ProfileRequest | None] | None = None
+    # the run's time for the profiles (trio time; None: the evaluation's deadline): a case's profile that has not
+    # finished by then, or that is not started because less is left than `profile_seconds` says it takes, is
+    # not taken for the budget (`CaseMeasurement.profile_not_taken`) and the evaluation stands on its measurements
+    profile_until: float | None = None
+    profile_seconds: dict[str, float] = field(default_factory=dict)  # case id -> what its profile is expected to take
     seed: int = field(default_factory=lambda: secrets.randbits(64))  # names the evaluation; commands draw their own
     log_limit_bytes: int = 1 << 20
     environment: dict[str, str] | None = None
@@ -125,6 +130,14 @@ class _Stop(Exception):
         self.reason = reason
 
 
+class _BudgetCut(Exception):
+    """A profile was still running when the run's time for it (`EvaluationPlan.profile_until`) ran out: the
+    evaluation ends with what it measured, its worker is ended without a shutdown (it is busy profiling)."""
+
+
+PROFILE_NOT_TAKEN_BUDGET = "budget"
+
+
 def _failure_status(event: FailureEvent) -> EvaluationStatus | None:
     if event.category == "resource_limit":
         return EvaluationStatus.RESOURCE_LIMIT
@@ -156,14 +169,26 @@ def _failure_reason(where: str, event: FailureEvent) -> str:
 
 
 def _ok_reason(evaluation: Evaluation) -> str:
-    """The one-line reason of an `ok` evaluation: what was checked and measured."""
+    """The one-line reason of an `ok` evaluation: what was checked and measured, and which profiles the run's
+    time did not allow."""
     cases = evaluation.cases
     parts = [f"{sum(1 for m in cases if m.correct)}/{len(cases)} case(s) correct"]
     parts.append(f"{sum(1 for m in cases if m.stats is not None)} benchmarked")
     profiled = sum(1 for m in cases if m.profile is not None)
     if profiled:
         parts.append(f"{profiled} profiled")
+    not_taken = [m.case_id for m in cases if m.profile_not_taken]
+    if not_taken:
+        parts.append(f"profile not taken: budget ({', '.join(not_taken)}: the run's time ran out)")
     return ", ".join(parts)
+
+
+def _no_time_to_profile(plan: EvaluationPlan, case_id: str) -> bool:
+    """Less is left of the run's time for the profiles than this case's profile is expected to take (none at
+    all when nothing is expected): it is not started, so the worker still shuts down cleanly."""
+    if plan.profile_until is None:
+        return False
+    return plan.profile_until - trio.current_time() <= max(plan.profile_seconds.get(case_id, 0.0), 0.0)
 
 
 def _exit_description(returncode: int | None) -> tuple[EvaluationStatus, str]:
@@ -211,12 +236,18 @@ class _Session:
     def _phase_deadline(self) -> float:
         return min(self.plan.deadline, trio.current_time() + self.plan.phase_seconds)
 
-    async def expect(self, kinds: tuple[type, ...], what: str) -> Any:
+    async def expect(self, kinds: tuple[type, ...], what: str, budget: float | None = None) -> Any:
+        """The next event; `budget`: the run's time for it, earlier than the phase's own deadline (`_BudgetCut`
+        when it runs out first; the phase's deadline running out is the evaluation's timeout)."""
         phase_started = trio.current_time()
         phase_deadline = self._phase_deadline()
-        with trio.move_on_at(phase_deadline) as scope:
+        cut_by_budget = budget is not None and budget <= phase_deadline
+        with trio.move_on_at(budget if budget is not None and cut_by_budget else phase_deadline) as scope:
             event = await self.connection.receive_event()
         if scope.cancelled_caught:
+            if cut_by_budget:
+                raise _BudgetCut(f"{what} not finished after {trio.current_time() - phase_started:.1f} s, when the "
+                                 "run's time for it ran out")
             limit = ("its phase limit" if phase_deadline < self.plan.deadline
                      else "the evaluation deadline (per-candidate or run budget)")
             raise _Stop(EvaluationStatus.TIMEOUT,
@@ -225,12 +256,13 @@ class _Session:
             raise ProtocolViolation(f"unexpected {event.kind} event while waiting for {what}")
         return event
 
-    async def call(self, command_type: type, what: str, **fields: Any) -> ReplyEvent | FailureEvent:
+    async def call(self, command_type: type, what: str, budget: float | None = None,
+                   **fields: Any) -> ReplyEvent | FailureEvent:
         self.next_command_id += 1
         command_id = self.next_command_id
         await self.connection.ensure_quiet(what)
         await self.connection.send(command_type(command_id=command_id, **fields))
-        event = await self.expect((ReplyEvent, FailureEvent), what)
+        event = await self.expect((ReplyEvent, FailureEvent), what, budget)
         if event.command_id != command_id:
             raise ProtocolViolation(f"reply for command {event.command_id} while waiting for command {command_id}")
         return event
@@ -347,13 +379,23 @@ async def _run_phases(plan: EvaluationPlan, session: _Session, evaluation: Evalu
 
     if plan.profile_request is not None:
         session.phase = "profile"
-        for case in plan.cases:
+        for index, case in enumerate(plan.cases):
             measurement = measurements[case.case_id]
             request = plan.profile_request(case)
             if request is None or not measurement.correct:
                 continue
-            reply = await session.call(ProfileCommand, f"profile (case {case.case_id})", case=case.model_dump(),
-                                       request=request.model_dump(), seed=session.seed(case.case_id))
+            if _no_time_to_profile(plan, case.case_id):
+                measurement.profile_not_taken = PROFILE_NOT_TAKEN_BUDGET
+                continue
+            try:
+                reply = await session.call(ProfileCommand, f"profile (case {case.case_id})", plan.profile_until,
+                                           case=case.model_dump(), request=request.model_dump(),
+                                           seed=session.seed(case.case_id))
+            except _BudgetCut:
+                for rest in plan.cases[index:]:  # this one, and every later one that was to be profiled
+                    if measurements[rest.case_id].correct and plan.profile_request(rest) is not None:
+                        measurements[rest.case_id].profile_not_taken = PROFILE_NOT_TAKEN_BUDGET
+                raise
             if isinstance(reply, FailureEvent):
                 if _failure_status(reply) is EvaluationStatus.SANDBOX_VIOLATION:
                     raise _Stop(EvaluationStatus.SANDBOX_VIOLATION, _failure_reason(f"profile (case {case.case_id})", reply))
@@ -445,6 +487,8 @@ async def run_evaluation(plan: EvaluationPlan, spawner: Spawner, parent_env: dic
                 evaluation.reason = _ok_reason(evaluation)
                 with trio.move_on_after(2.0):  # a clean shutdown exits by itself; the kill below is for the rest
                     await spawned.process.wait()
+            except _BudgetCut as cut:  # what it measured stands; the busy worker is ended below
+                evaluation.reason = f"{_ok_reason(evaluation)}; {cut}"
             except _Stop as stop:
                 evaluation.status, evaluation.reason = stop.status, stop.reason
             except ProtocolViolation as exc:

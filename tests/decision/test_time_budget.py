@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from orchestrator.decision.time_budget import candidate_fits, expected_candidate_seconds
+from orchestrator.decision.time_budget import (
+    candidate_fits,
+    expected_candidate_seconds,
+    profile_cutoff,
+    profile_seconds_by_case,
+    revalidation_fits,
+    revalidation_seconds,
+)
 from protocol.results import (
     CaseMeasurement,
     Decision,
@@ -53,3 +60,24 @@ def test_before_any_candidate_two_unprofiled_baseline_workers_are_the_least_a_ca
 def test_with_nothing_measured_the_estimate_is_zero_and_only_the_clock_decides():
     assert expected_candidate_seconds([]) == 0.0
     assert candidate_fits(0.1, 0.0) and not candidate_fits(0.0, 0.0)
+
+
+def test_a_next_best_revalidation_is_expected_to_cost_what_the_failed_one_did_at_least_the_reserve():
+    failed = _experiment("final", ("incumbent", 11.0), ("final", 60.0), ("incumbent", 10.0))
+    assert revalidation_seconds(failed, reserve=40.0) == 81.0
+    cut_short = _experiment("final", ("incumbent", 11.0), ("final", 2.0))  # an incorrect finalist ends early
+    assert revalidation_seconds(cut_short, reserve=40.0) == 40.0
+    assert revalidation_fits(81.0, 81.0) and not revalidation_fits(80.0, 81.0)
+
+
+def test_a_profile_leaves_time_for_the_runs_its_decision_still_needs():
+    """The candidate's run of an A/B/A: the last incumbent run (as long as the longest run so far) must fit."""
+    runs = [Evaluation(label="incumbent", status=EvaluationStatus.OK, worker=WorkerRecord(wall_seconds=12.0))]
+    assert profile_cutoff(1000.0, 1, runs) == 988.0
+    assert profile_cutoff(1000.0, 0, runs) == 1000.0  # nothing after it: until the deadline
+    baseline = _experiment("baseline", ("baseline", 50.0))
+    baseline.evaluations[0].cases = [CaseMeasurement(case_id="n16M", protected=True, weight=1.0,
+                                                     phase_seconds={"profile": 21.5}),
+                                     CaseMeasurement(case_id="n64M", protected=True, weight=1.0)]
+    assert profile_seconds_by_case([baseline]) == {"n16M": 21.5}
+    assert profile_seconds_by_case([]) == {}

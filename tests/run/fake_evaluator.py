@@ -52,6 +52,8 @@ class Request:
     source: str
     profile_level: str | None
     benchmark: bool
+    profile_until: float | None = None  # trio time; with the run's deadline as `deadline` below
+    deadline: float | None = None
 
 
 Respond = Callable[[Request, list[Case]], Evaluation]
@@ -72,9 +74,10 @@ class FakeEvaluator:
 
     async def evaluate(self, state: RunState, *, role: Role, experiment_id: str, kernel_path: Path, tag: str,
                        deadline: float, profile_level: str | None = None, profile_reason: str = "candidate",
-                       benchmark: bool = True) -> Evaluation:
+                       benchmark: bool = True, profile_until: float | None = None) -> Evaluation:
         request = Request(experiment_id, tag, role, kernel_path.read_text(encoding="utf-8"),
-                          profile_level if self.config.profile else None, benchmark)
+                          profile_level if self.config.profile else None, benchmark,
+                          min(deadline, profile_until) if profile_until is not None else deadline, deadline)
         self.requests.append(request)
         await trio.lowlevel.checkpoint()
         return self.respond(request, list(self.inputs.cases))

@@ -1,6 +1,7 @@
 """The synthetic bundle (tests/e2e/synthetic: pure-Python "kernels" whose latency is declared in the source) with
 a profiler: `profile` reports the kernel time the kernel file declares (`PROFILED_US`, by default the latency its
-benchmark measures), or fails when the file sets `PROFILE_FAILS`.
+benchmark measures), or fails when the file sets `PROFILE_FAILS`; it takes `PROFILE_SECONDS` per case when the file
+sets that (a profile the run's time may cut).
 
 It stands in for Proton on a machine without a GPU, so the run's rules about profile evidence (required once the
 untouched kernel was profiled; a missing profile, or one that disagrees with the benchmark, blocks a promotion)
@@ -8,6 +9,7 @@ can be shown on CPU. A frozen harness is one file, so the synthetic functions ar
 """
 
 import random
+import time
 
 from sandbox_worker.harness_kit.context import evaluation_seed
 from sandbox_worker.harness_kit.loader import load_kernel_module
@@ -46,6 +48,7 @@ def benchmark(module, case, repetitions):
 def profile(module, case, request=None):
     if getattr(module, "PROFILE_FAILS", False):
         raise RuntimeError("the profiler crashed on this kernel")
+    time.sleep(float(getattr(module, "PROFILE_SECONDS", 0.0)))  # a profiler that takes this long per case
     kernel_us = _latency(module, case, "PROFILED_US")
     return {"level": (request or {}).get("level", "summary"), "tools": ["proton_launch"],
             "proton": {"available": True, "main_kernel_us": kernel_us, "non_main_kernel_us": 0.0,
