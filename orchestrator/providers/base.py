@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from protocol.bundle import Case, Target
-from protocol.results import CandidateMetadata, Evaluation, ExperimentRecord
+from protocol.results import CandidateMetadata, Evaluation, ExperimentRecord, RefusedProposal
 
 
 class ProviderExhausted(Exception):
@@ -58,6 +58,9 @@ class ProposalContext:
     workspace_root: Path | None = None
     deadline_seconds: float = 600.0
     extra: dict[str, Any] = field(default_factory=dict)
+    # this slot's proposals the run refused before any worker, as already refused (orchestrator/run/refusals.py):
+    # the provider is asked again and should propose something else
+    refused: tuple[RefusedProposal, ...] = ()
 
 
 class CandidateProvider(Protocol):

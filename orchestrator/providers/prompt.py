@@ -240,6 +240,11 @@ def _sections(context: ProposalContext, include_source: bool) -> dict[str, _Sect
             "Excluded hypotheses (failed earlier in this run)",
             [excl(exclusions_detailed), excl(exclusions_compact), excl(exclusions_minimal)],
         ),
+        "refused": _Section(
+            "Refused just now (each repeated what this run had already refused; propose something else)",
+            ["\n".join(f"- {one_line(r.change or 'a proposal', 120)}: {one_line(r.reason, 300)}"
+                       for r in context.refused)] if context.refused else [""],
+        ),
         "reference": _Section(
             "Reference kernel excerpt (for ideas; not the file to edit)",
             [cap_block(reference, 4000, "reference kernel"), cap_block(reference, 1000, "reference kernel"), ""]

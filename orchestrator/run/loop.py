@@ -365,7 +365,8 @@ class OptimizationRun:
             workspace_root=self.artifacts.root / "provider_workspaces",
             deadline_seconds=max(1.0, min(self.config.budget.max_candidate_seconds, deadline - trio.current_time())),
             extra={"screen": self.screener.screen, "infeasible": self.screener.store,
-                   "min_speedup": self.config.budget.min_speedup} if self.screener is not None else {})
+                   "min_speedup": self.config.budget.min_speedup} if self.screener is not None else {},
+            refused=tuple(refused))
 
     async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int, baseline: Evaluation,
                             deadline: float, first_slot: int = 0

@@ -16,7 +16,7 @@ from orchestrator.providers.prompt import MAX_PRIOR_EVIDENCE, build_prompt
 from orchestrator.providers.redaction import redact_secrets
 from orchestrator.run.prior_run import PriorRunError, load_prior_run
 from orchestrator.source_digest import normalized_digest
-from protocol.results import CaseComparison, DecisionStatus, EvaluationStatus
+from protocol.results import CaseComparison, DecisionStatus, EvaluationStatus, RefusedProposal
 from tests.providers.conftest import VECTOR_ADD, context, evaluation, record
 
 
@@ -98,6 +98,16 @@ def test_prompt_carries_measurements_guidance_reference_and_prior_evidence():
     assert VECTOR_ADD.strip() in prompt
     for forbidden in ("/abs/out/artifacts", ".ncu-rep", "/abs/trace.json", "xxxxxxxxxx", "report_path"):
         assert forbidden not in prompt
+
+
+def test_prompt_names_the_proposals_refused_for_this_slot():
+    """A generator asked again after the run refused its proposal (orchestrator/run/refusals.py) is told why."""
+    refused = RefusedProposal(normalized_sha256="0" * 64, change="BLOCK_SIZE 64 -> 4096",
+                              reason="r001-c000: compile ahead (shared memory): 294912 B > 232448 B")
+    prompt = build_prompt(context(refused=(refused,)))
+    assert "## Refused just now (each repeated what this run had already refused; propose something else)" in prompt
+    assert "- BLOCK_SIZE 64 -> 4096: r001-c000: compile ahead (shared memory)" in prompt
+    assert "Refused just now" not in build_prompt(context())
 
 
 def test_prompt_never_contains_environment_secrets(monkeypatch):
