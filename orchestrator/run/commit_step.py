@@ -187,11 +187,6 @@ class CommitStep:
             return None
         return next((r.experiment_id for r in reversed(promotions[:upto + 1]) if r.status == "committed"), None)
 
-    def is_last_checkpoint(self, experiment_id: str) -> bool:
-        """`experiment_id` is the last promotion the run committed (or tried to): nothing after it to undo."""
-        promotions = [r for r in self.records if r.kind == "promotion"]
-        return not promotions or promotions[-1].experiment_id == experiment_id
-
     def finalize(self) -> None:
         if self.session is None:
             return

@@ -299,13 +299,14 @@ class OptimizationRun:
                                       and e.decision.status is DecisionStatus.PROMOTED for e in state.experiments)
             proposals = await self.propose_round(state, proposing_for, round_index, baseline, deadline, start_slot)
             for experiment_id, slot, proposal, refused in proposals:
-                if isinstance(proposal, refusals.OnlyRefused):  # no worker: recorded, and the round ends
+                if isinstance(proposal, refusals.OnlyRefused):  # no worker: recorded; nothing more is asked for
                     await self.run_candidate(state, incumbent, experiment_id, round_index, slot, proposal, deadline,
                                              refused)
                     why = (f"the {self.provider.name} provider proposed only what the run already refused "
-                           f"({len(refused)} in a row); the next round proposes again")
+                           f"({len(refused)} in a row); no more proposals are asked for in this round, the next "
+                           "round proposes again")
                     self.log.event(f"{experiment_id} status=round_ended reason={quote(why)}")
-                    break
+                    continue  # a concurrent provider's other slots were proposed already: they still run
                 if isinstance(proposal, ProviderExhausted):
                     self.log.event(f"{experiment_id} status=provider_exhausted reason={str(proposal)!r}")
                     state.stop(StoppingReason.PROVIDER_EXHAUSTED,
