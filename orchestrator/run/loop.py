@@ -17,7 +17,6 @@ from pathlib import Path
 
 import trio
 
-from orchestrator.autotune.winner import winner_first_call
 from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundle
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
 from orchestrator.decision.referee import Ruling
@@ -37,6 +36,7 @@ from orchestrator.run import profile_step
 from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.evaluator import Evaluates, Evaluator, MakesEvaluator
+from orchestrator.run.first_call_step import winner_first_call
 from orchestrator.run.manifest import run_manifest
 from orchestrator.run.provider_failures import ProviderFailed, ProviderFailures
 from orchestrator.run.resume.providers import resume_provider
