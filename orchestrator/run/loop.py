@@ -346,8 +346,8 @@ class OptimizationRun:
             reference_kernel_excerpt=reference[:4000] if reference else None, prior_evidence=self.prior_evidence,
             workspace_root=self.artifacts.root / "provider_workspaces",
             deadline_seconds=max(1.0, min(self.config.budget.max_candidate_seconds, deadline - trio.current_time())),
-            extra={"screen": self.screener.screen, "infeasible": self.screener.store,
-                   "min_speedup": self.config.budget.min_speedup} if self.screener is not None else {})
+            screener=self.screener, infeasible=self.screener.store if self.screener is not None else None,
+            min_speedup=self.config.budget.min_speedup)
 
     async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int, baseline: Evaluation,
                             deadline: float, first_slot: int = 0) -> list[tuple[str, int, Proposal | Exception]]:
