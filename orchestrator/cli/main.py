@@ -258,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     from orchestrator.cli.batch import add_arguments as add_batch_arguments
 
     add_batch_arguments(sub.add_parser("batch", help="optimize many kernels from a manifest, one process per job; "
-                                                     "exit 0 all improved, 2 none, 4 some"))
+                                                     "exit 0 all improved, 2 none, 5 some"))
     return parser
 
 
