@@ -185,7 +185,8 @@ class ExperimentRecord(StrictModel):
     # the provider was asked again after each
     refused_proposals: list[RefusedProposal] = Field(default_factory=list)
     # profiles its runs asked for that the run's time did not allow ("<label> run, case <id>: profile not taken:
-    # budget ..."): not held against it as missing evidence, the decision stands on the measurements
+    # budget ..."): where profile evidence is required the candidate is not promoted without it (not a failure:
+    # its runs stay correct and measured)
     profiles_not_taken: list[str] = Field(default_factory=list)
 
     @property

@@ -6,4 +6,5 @@ cd "$root"
 scripts/setup_env.sh
 .venv/bin/ruff check .
 workers="${TEST_WORKERS:-2}"
-exec .venv/bin/python -m pytest -n "$workers" -p no:cacheprovider "$@"
+# the slowest 20 tests are listed last, so a CI log shows where its time goes
+exec .venv/bin/python -m pytest -n "$workers" -p no:cacheprovider --durations=20 "$@"

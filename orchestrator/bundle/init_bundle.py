@@ -21,7 +21,7 @@ import textwrap
 
 from orchestrator.bundle.entry_signature import EntrySignature
 from orchestrator.bundle.starter_plan import STANDARD, StarterPlan, output_shape, shape_text
-from orchestrator.preflight.python_template import read_template, render_template
+from orchestrator.python_template import read_template, render_template
 
 
 def _cpu(case_id: str, weight: float, budget: float, **dimensions: int) -> dict[str, object]:

@@ -7,7 +7,7 @@ subcommand): 0 winner promoted and revalidated; 2 no qualifying winner; 3 commit
 internal error; 130 interrupted (4, human review, is reserved and not returned yet). `validate` prints
 bundle.lock.json and exits 0 only when every check passed, 1 otherwise (the failed checks are named on stderr
 and in the lock). `batch` exits 0 every job improved, 2 none did, 5 some did, 1 invalid manifest or output dir
-(orchestrator/batch/command.py).
+(orchestrator/cli/batch.py).
 
 Every parser refuses abbreviated flags (`--max-round` is not `--max-rounds`), every flag has help text and
 says its default (`tests/cli/test_parser.py`), and README.md's flag table is generated from these parsers.
@@ -255,10 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_arguments(sub.add_parser("report", help="the completion report of a run: workload, device, latencies, "
                                                        "speedup, CV, correctness, stopping reason, commit"))
     skill.add_arguments(sub.add_parser("skill", help="install the agent skill where Claude Code or Codex finds it"))
-    from orchestrator.batch.command import add_arguments as add_batch_arguments
+    from orchestrator.cli.batch import add_arguments as add_batch_arguments
 
     add_batch_arguments(sub.add_parser("batch", help="optimize many kernels from a manifest, one process per job; "
-                                                     "exit 0 all improved, 2 none, 4 some"))
+                                                     "exit 0 all improved, 2 none, 5 some"))
     return parser
 
 
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "skill":
             return skill.skill_main(args)
         if args.command == "batch":
-            from orchestrator.batch.command import batch_main
+            from orchestrator.cli.batch import batch_main
 
             return batch_main(args, _add_optimize_arguments)
         if args.command == "validate":

@@ -19,7 +19,7 @@ from orchestrator.compile_ahead.feasibility import PRUNABLE, Feasibility, is_nei
 from orchestrator.compile_ahead.limits import LIMITS
 from orchestrator.compile_ahead.models import CompileTarget
 from orchestrator.compile_ahead.signature import kernel_scope
-from orchestrator.compile_ahead.store import InfeasibleEntry, InfeasibleStore
+from orchestrator.compile_ahead.store import InfeasibleEntry, InfeasibleRecords, InfeasibleStore
 from orchestrator.compile_ahead.variants import VariantCheck, VariantJob, check_variant
 from protocol.bundle import Target
 
@@ -80,7 +80,7 @@ def remember_infeasible(store: InfeasibleStore, source: str, check: VariantCheck
     return written
 
 
-def remembered_for(store: InfeasibleStore, source: str, kernel_name: str, target: Target) -> list[tuple[dict[str, int], str]]:
+def remembered_for(store: InfeasibleRecords, source: str, kernel_name: str, target: Target) -> list[tuple[dict[str, int], str]]:
     """The infeasible configs remembered for this kernel's text on this target, as (knobs, resource): what the
     tuner's search prunes before it proposes."""
     compile_target = compile_target_for(target)
@@ -93,7 +93,7 @@ def remembered_for(store: InfeasibleStore, source: str, kernel_name: str, target
     return [(dict(entry.knobs), entry.resource) for entry in store.entries() if entry.scope == scope]
 
 
-def remembered_in_source(store: InfeasibleStore, source: str, target: Target) -> list[tuple[dict[str, int], str]]:
+def remembered_in_source(store: InfeasibleRecords, source: str, target: Target) -> list[tuple[dict[str, int], str]]:
     """`remembered_for` every module-level function of the file that carries a decorator (the Triton kernels
     among them): the tuner knows the kernel file, not which of its functions a config was remembered for."""
     try:

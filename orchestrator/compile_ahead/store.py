@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import Field, ValidationError
 
@@ -39,6 +40,14 @@ class InfeasibleEntry(Frozen):
 
 class StoreCorrupt(ValueError):
     """A line of the store, other than a torn last one, is not an entry."""
+
+
+class InfeasibleRecords(Protocol):
+    """What reading remembered configs needs of a store (ahead.py `remembered_for`, the tuner through its
+    proposal context): the entries so far, read again on each call so a config recorded since is included."""
+
+    def entries(self) -> list[InfeasibleEntry]:
+        ...
 
 
 class InfeasibleStore:

@@ -118,8 +118,10 @@ def ncu_veto(profiles: Mapping[str, CaseProfileComparison], evidence: Evidence) 
 def evidence_veto(cases: Sequence[Case], required: Sequence[str], candidate: Evaluation, verdict: Verdict,
                   profiles: Mapping[str, Any] | None = None) -> str | None:
     """The veto when a protected case's required profile is missing or disagrees with the benchmark. A profile
-    the run's time did not allow (`CaseMeasurement.profile_not_taken`, and no other profile of the case) is not
-    missing evidence: the run ran out of time, not the candidate, and the decision stands on the measurements."""
+    the run's time did not allow (`CaseMeasurement.profile_not_taken`) is named as such: the candidate did not
+    fail (its evaluation stays correct and measured), but it is not promoted without its evidence, because how
+    long a candidate takes before its profile is the candidate's to stretch (a slow verify pushing its profile
+    past the cutoff would otherwise excuse a profile-gap cheat)."""
     if not required:
         return None
     profiles = profiles if profiles is not None else profiles_by_case(candidate)
@@ -130,6 +132,8 @@ def evidence_veto(cases: Sequence[Case], required: Sequence[str], candidate: Eva
         row = next((r for r in verdict.comparisons if r.case_id == case.case_id), None)
         measured = candidate.case(case.case_id)
         if measured is not None and measured.profile_not_taken and not profiles.get(case.case_id):
+            problems.append(f"not taken for {case.case_id} ({measured.profile_not_taken}: the run's time ran out "
+                            "before it; not promoted without it)")
             continue
         launches = int((measured.metrics if measured else {}).get("benchmark.replayed_launches") or 1)
         problem = profile_rules.evidence_problem(case.case_id, profiles.get(case.case_id),
@@ -152,5 +156,5 @@ def profiles_not_taken(evaluations: Sequence[Evaluation]) -> list[str]:
     """One line per profile a decision's runs asked for and the run's time did not allow, for the experiment's
     record: which run, which case, and why."""
     return [f"{evaluation.label} run, case {case.case_id}: profile not taken: {case.profile_not_taken} (the run's "
-            "time for it ran out; the decision stands on the measurements)"
+            "time for it ran out)"
             for evaluation in evaluations for case in evaluation.cases if case.profile_not_taken]

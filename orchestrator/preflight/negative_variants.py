@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 
 from orchestrator.bundle.entry_facts import dotted_name, is_kernel_function
-from orchestrator.preflight.python_template import read_template, render_template
+from orchestrator.python_template import read_template, render_template
 
 INVALID_MARKER = "tlx_agent_negative_test_invalid_syntax"
 INVALID_SUFFIX = (

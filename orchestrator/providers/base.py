@@ -1,16 +1,19 @@
 """The provider interface: what every candidate generator gets and must return.
 
 A provider proposes source; it never declares a candidate correct or faster. The context carries
-everything later providers need (incumbent source and measurements, profiles, earlier decisions).
+everything later providers need (incumbent source and measurements, profiles, earlier decisions), and what the
+run lends a provider that can use it (screening, the remembered infeasible configs, the gate's threshold).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.compile_ahead.store import InfeasibleRecords
+from orchestrator.providers.screening import Screener
 from protocol.bundle import Case, Target
 from protocol.results import CandidateMetadata, Evaluation, ExperimentRecord, RefusedProposal
 
@@ -57,7 +60,9 @@ class ProposalContext:
     prior_evidence: tuple[dict[str, Any], ...] = ()
     workspace_root: Path | None = None
     deadline_seconds: float = 600.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    screener: Screener | None = None  # where the run screens families of variants (the tuner's joint search)
+    infeasible: InfeasibleRecords | None = None  # configs compile ahead found over the target's limits
+    min_speedup: float = 1.0  # the promotion gate's threshold (Budget.min_speedup): a smaller gain is not promoted
     # this slot's proposals the run refused before any worker, as already refused (orchestrator/run/refusals.py):
     # the provider is asked again and should propose something else
     refused: tuple[RefusedProposal, ...] = ()

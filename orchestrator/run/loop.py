@@ -18,7 +18,6 @@ from pathlib import Path
 
 import trio
 
-from orchestrator.autotune.winner import winner_first_call
 from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundle
 from orchestrator.decision.evidence import profiles_not_taken
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
@@ -45,6 +44,7 @@ from orchestrator.run import finalists, profile_step, refusals
 from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.evaluator import Evaluates, Evaluator, MakesEvaluator
+from orchestrator.run.first_call_step import winner_first_call
 from orchestrator.run.manifest import run_manifest
 from orchestrator.run.provider_failures import ProviderFailed, ProviderFailures
 from orchestrator.run.resume.providers import resume_provider
@@ -365,8 +365,8 @@ class OptimizationRun:
             reference_kernel_excerpt=reference[:4000] if reference else None, prior_evidence=self.prior_evidence,
             workspace_root=self.artifacts.root / "provider_workspaces",
             deadline_seconds=max(1.0, min(self.config.budget.max_candidate_seconds, deadline - trio.current_time())),
-            extra={"screen": self.screener.screen, "infeasible": self.screener.store,
-                   "min_speedup": self.config.budget.min_speedup} if self.screener is not None else {},
+            screener=self.screener, infeasible=self.screener.store if self.screener is not None else None,
+            min_speedup=self.config.budget.min_speedup,
             refused=tuple(refused))
 
     async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int, baseline: Evaluation,

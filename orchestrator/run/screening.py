@@ -1,7 +1,7 @@
 """Screening: rank many variants of the incumbent in one sandboxed worker, before the full evaluation.
 
-A provider that proposes families of configurations (the tuner) gets `Screener.screen` through its context
-(`ProposalContext.extra["screen"]`). Each call writes the variants under `screening/sNNN/`, runs one worker
+A provider that proposes families of configurations (the tuner) gets the `Screener` through its context
+(`ProposalContext.screener`; the contract is orchestrator/providers/screening.py). Each call writes the variants under `screening/sNNN/`, runs one worker
 that builds, verifies and briefly times every variant on every case (`sandbox_worker/screening.py`), and
 appends one line per variant to `screening.jsonl`: its label, status, reason, normalized source digest and
 median per case. A variant whose build failed (or that compile ahead held back) is refused for the rest of the run,
@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from orchestrator.compile_ahead.ahead import STORE_NAME, compile_target_for, remember_infeasible
-from orchestrator.compile_ahead.feasibility import Feasibility
 from orchestrator.compile_ahead.store import InfeasibleStore
 from orchestrator.compile_ahead.variants import VariantCheck, VariantJob, check_variants
+from orchestrator.providers.screening import ScreeningResult
 from orchestrator.run import screening_ahead
 from orchestrator.run.refusals import SCREENING_LOG, screening_refusal
 from orchestrator.source_digest import normalized_digest
@@ -49,25 +48,6 @@ MAX_VARIANTS = 64
 # family (compiles included) outlasted a 250 s run's budget, and a screening cut off returns nothing.
 SHARE_OF_TIME_LEFT = 0.35
 START_AND_SHUTDOWN_SECONDS = 20.0  # the worker's start, setup and shutdown around the variants
-
-
-@dataclass(frozen=True)
-class ScreeningResult:
-    """A screened variant as the provider sees it: its label, the outcome and its medians."""
-
-    label: str
-    source: str
-    variant: ScreenedVariant
-    ahead: VariantCheck | None = None  # its compile ahead, when the target had one
-
-    @property
-    def ok(self) -> bool:
-        return self.variant.status == "ok"
-
-    @property
-    def infeasible(self) -> Feasibility | None:
-        """The compile-ahead verdict that kept it off the GPU (its resource named), or None."""
-        return self.ahead.feasibility if self.ahead is not None and self.ahead.feasibility.infeasible else None
 
 
 def _progress(path: Path, variants: list[ScreenVariant]) -> list[ScreenedVariant]:
@@ -92,6 +72,8 @@ def _progress(path: Path, variants: list[ScreenVariant]) -> list[ScreenedVariant
 
 
 class Screener:
+    """The run's `orchestrator.providers.screening.Screener`: one sandboxed worker per call."""
+
     def __init__(self, evaluator: Evaluator, state: RunState, deadline: float) -> None:
         self.evaluator = evaluator
         self.state = state
@@ -100,10 +82,7 @@ class Screener:
         self.store = InfeasibleStore(evaluator.artifacts.root / STORE_NAME)
 
     async def screen(self, variants: list[tuple[str, str]], *, observe: bool = False) -> list[ScreeningResult]:
-        """Screen (label, source) pairs; returns one result per pair, in order. An empty list when the
-        screening worker itself failed (the provider then proposes without it). With `observe`, each
-        result also carries the integer locals of the variant's functions per case (a per-shape table's
-        keys and values; sandbox_worker/observe.py)."""
+        """orchestrator/providers/screening.py `Screener.screen`: one result per (label, source) pair, in order."""
         if not variants:
             return []
         if len(variants) > MAX_VARIANTS:

@@ -2,8 +2,9 @@
 
 Real workers (`run_evaluation`) on the profiled synthetic bundle (tests/e2e/profiled: its profiler takes
 `PROFILE_SECONDS` per case), then the real loop in-process (tests/run/fake_evaluator.py) for what the referee makes
-of a profile not taken: a correct, faster candidate is decided on its measurements, while a profile missing for
-any other reason still vetoes it."""
+of a profile not taken: a correct, faster candidate keeps its measurements but is not promoted without the
+evidence the run requires (how long it takes before its profile is the candidate's to stretch), and a profile
+missing for any other reason vetoes it too."""
 
 from __future__ import annotations
 
@@ -111,26 +112,48 @@ FASTER = synthetic_kernel(50.0)
 PROFILED_BUNDLE = PROJECT_ROOT / "tests" / "e2e" / "synthetic"
 
 
-def test_a_candidate_whose_profile_the_budget_cut_is_decided_on_its_measurements(tmp_path):
-    cut = {("r001-c000", "1-candidate"), ("final", "1-final")}
+def test_a_candidate_whose_profile_the_budget_cut_keeps_its_measurements_but_is_not_promoted(tmp_path):
+    cut = {("r001-c000", "1-candidate")}
     run = run_in_process(PROFILED_BUNDLE, tmp_path / "out",
                          ReplayProvider(write_candidates(tmp_path / "cands", [FASTER])), profiled(not_taken=cut),
                          budget=Budget(max_rounds=1, candidates_per_round=1, max_total_seconds=3600), profile=True)
     assert run.result.report.profile_evidence == ["proton"]  # required of every candidate in this run
-    assert run.decisions() == {"baseline": "baseline", "r001-c000": "promoted", "final": "revalidated"}
     record = run.experiment("r001-c000")
+    assert record.decision.status.value == "rejected"
+    assert record.decision.reason.startswith("profile veto: profile evidence: not taken for small (budget: the "
+                                             "run's time ran out before it; not promoted without it); not taken "
+                                             "for large")
+    candidate = next(e for e in record.evaluations if e.label == "candidate")
+    assert candidate.status is EvaluationStatus.OK and all(c.correct and c.stats for c in candidate.cases)
     assert record.profiles_not_taken == [
-        "candidate run, case small: profile not taken: budget (the run's time for it ran out; the decision stands "
-        "on the measurements)",
-        "candidate run, case large: profile not taken: budget (the run's time for it ran out; the decision stands "
-        "on the measurements)"]
-    assert len(run.experiment("final").profiles_not_taken) == 2
+        "candidate run, case small: profile not taken: budget (the run's time for it ran out)",
+        "candidate run, case large: profile not taken: budget (the run's time for it ran out)"]
     assert any("r001-c000 profile_not_taken=budget" in line for line in run.log_lines)
     # the candidate's run was given until the deadline less the incumbent run still to come after it
     request = next(r for r in run.evaluator.requests if r.tag == "1-candidate")
     assert request.profile_until == pytest.approx(request.deadline - 0.5)
     incumbent = next(r for r in run.evaluator.requests if r.tag == "2-incumbent")
     assert incumbent.role is Role.INCUMBENT and incumbent.profile_level is None
+
+
+def test_without_required_evidence_a_budget_cut_profile_leaves_the_decision_to_the_measurements(tmp_path):
+    cut = {("r001-c000", "1-candidate"), ("final", "1-final")}
+    respond = profiled(not_taken=cut)
+
+    def no_profiler_for_the_untouched_kernel(request: Request, cases):
+        evaluation = respond(request, cases)
+        if request.experiment_id == "baseline":
+            for case in evaluation.cases:
+                case.profile = None  # no profiler measured it: the run requires no evidence
+        return evaluation
+
+    run = run_in_process(PROFILED_BUNDLE, tmp_path / "out",
+                         ReplayProvider(write_candidates(tmp_path / "cands", [FASTER])),
+                         no_profiler_for_the_untouched_kernel,
+                         budget=Budget(max_rounds=1, candidates_per_round=1, max_total_seconds=3600), profile=True)
+    assert run.result.report.profile_evidence == []
+    assert run.decisions() == {"baseline": "baseline", "r001-c000": "promoted", "final": "revalidated"}
+    assert len(run.experiment("r001-c000").profiles_not_taken) == 2
 
 
 def test_a_profile_missing_for_another_reason_still_vetoes(tmp_path):

@@ -19,9 +19,9 @@ from orchestrator.compile_ahead.ahead import (
     remembered_in_source,
 )
 from orchestrator.compile_ahead.store import InfeasibleStore
+from orchestrator.providers.screening import ScreeningResult
 from orchestrator.providers.tune.search import FamilySearch, _resource_of
 from orchestrator.run.ahead_step import compiled_ahead
-from orchestrator.run.screening import ScreeningResult
 from orchestrator.run.screening_ahead import merge, partition
 from protocol.bundle import Case, Target, load_target_file
 from protocol.worker import ScreenedVariant

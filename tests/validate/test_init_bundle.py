@@ -11,7 +11,7 @@ import pytest
 from orchestrator.bundle.entry_signature import read_entry
 from orchestrator.bundle.init_bundle import render_harness
 from orchestrator.bundle.starter_plan import plan_starter
-from orchestrator.preflight.python_template import read_template, render_template
+from orchestrator.python_template import read_template, render_template
 from protocol.bundle import BundleError, load_cases_file, load_target_file
 from tests.conftest import PROJECT_ROOT, run_cli
 

@@ -18,7 +18,7 @@ from orchestrator.preflight.negative_variants import (
     invalid_variant,
     public_entry_functions,
 )
-from orchestrator.preflight.python_template import read_template
+from orchestrator.python_template import read_template
 from tests.conftest import SYNTHETIC
 
 _counter = itertools.count()

@@ -67,20 +67,18 @@ class TuneProvider:
         """The joint search's next screened configuration (orchestrator/providers/tune/search.py), when the
         run offers screening: a family's fastest while the search is not spent, then what it timed faster by
         less than a family needs yet more than the gate requires; None hands over to the single-knob policy."""
-        screen = context.extra.get("screen")
-        if screen is None:
+        if context.screener is None:
             return None
         excluded = context.excluded_digests
-        store = context.extra.get("infeasible")  # the run's InfeasibleStore, when the loop passes it
-        if store is not None:
-            self._search.remember(remembered_in_source(store, context.incumbent_source, context.target),
+        if context.infeasible is not None:
+            self._search.remember(remembered_in_source(context.infeasible, context.incumbent_source, context.target),
                                   set(triton_names(knobs).values()))
 
         def seen(source: str) -> bool:
             return bool(source_digests(source) & excluded)
 
         screened = await self._search.next_screened(
-            knobs, context.incumbent_source, screen, excluded=seen,
+            knobs, context.incumbent_source, context.screener.screen, excluded=seen,
             family_size=family_size_for(dict(context.target.environment), context.target.backend),
             weights={case.case_id: case.weight for case in context.cases})
         if screened is None:  # the search is spent: what it timed faster, by less than a family needs
@@ -107,5 +105,5 @@ def named_configuration(knobs: list, configuration: tuple[tuple[str, int], ...])
 
 
 def _gate_gain(context: ProposalContext) -> float:
-    """The smallest gain the promotion gate accepts (1 - 1/min_speedup; the run passes its min_speedup)."""
-    return 1.0 - 1.0 / float(context.extra.get("min_speedup", 1.0))
+    """The smallest gain the promotion gate accepts (1 - 1/min_speedup)."""
+    return 1.0 - 1.0 / context.min_speedup

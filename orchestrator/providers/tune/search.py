@@ -30,6 +30,7 @@ from typing import Any
 from orchestrator.compile_ahead.feasibility import PRUNABLE, is_neighbour, pruning_knobs
 from orchestrator.compile_ahead.models import REGISTERS, SHARED_MEMORY, THREADS
 from orchestrator.decision.statistics import weighted_geomean
+from orchestrator.providers.screening import ScreeningResult
 from orchestrator.providers.tune.edits import EditError
 from orchestrator.providers.tune.knobs import Knob, apply_knobs, check_domains
 from orchestrator.providers.tune.priors import Roles, prior_configs
@@ -46,7 +47,7 @@ MIN_SCREEN_GAIN = 0.03
 MAX_FRUITLESS_FAMILIES = 2
 ASK_ATTEMPTS_PER_SLOT = 8  # TPE may ask again for a configuration already measured
 
-Screen = Callable[..., Awaitable[list[Any]]]  # orchestrator/run/screening.py Screener.screen
+Screen = Callable[..., Awaitable[list[ScreeningResult]]]  # a Screener's screen (orchestrator/providers/screening.py)
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,10 @@ class Screens:
             results.append(Result(label, source, variant))
         return results
 
+    async def screen(self, variants: list[tuple[str, str]], *, observe: bool = False) -> list[Result]:
+        """The `Screener` a proposal context carries (the search itself is handed the bound method)."""
+        return await self(variants)
+
 
 def climb(rounds: int) -> tuple[str, Screens, list[float]]:
     """Propose, promote whatever was proposed (the gate's part), repeat; returns the last incumbent."""
@@ -245,7 +249,7 @@ def test_the_tuner_proposes_screened_gains_before_guesses_and_no_move_screening_
         while len(proposals) < 40:
             try:
                 proposal = await provider.propose(context(KERNEL, excluded=frozenset(seen),
-                                                          extra={"screen": screens, "min_speedup": 1.01}))
+                                                          screener=screens, min_speedup=1.01))
             except ProviderExhausted:
                 return
             seen.update(source_digests(proposal.source))

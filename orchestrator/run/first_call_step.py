@@ -1,5 +1,6 @@
 """The winner's first call, measured after its revalidation the way the untouched kernel's was (a fresh worker
-that loads it and calls it once), so the report shows what a user's first call pays before and after."""
+that loads it and calls it once), so the report shows what a user's first call pays before and after. A step of
+the run (it takes the run's evaluator and state); the measuring itself is orchestrator/autotune/step.py's."""
 
 from __future__ import annotations
 

@@ -5,8 +5,10 @@ is a working module on its own: its generated parts are ordinary top-level assig
 values, and top-level functions that stand for a choice. Rendering replaces the right-hand side of the
 named assignments with generated source, replaces named functions with other source, drops named
 assignments or functions that the choice leaves unused, fills `${name}` fields of the module docstring
-(`string.Template`), and drops the lines that start with `# template:` (notes for whoever reads the template). Users: orchestrator/bundle/init_bundle.py (the
-starter harness) and orchestrator/preflight/negative_variants.py (the perturbing block).
+(`string.Template`), and drops the lines that start with `# template:` (notes for whoever reads the template).
+Users: orchestrator/bundle/init_bundle.py (the starter harness) and orchestrator/preflight/negative_variants.py
+(the perturbing block); the module sits below both packages, standard library only, so neither imports the other
+for it.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 stdout carries the final BatchSummary (or the error document); stderr one line per job state change.
 Exit codes (protocol.batch.BatchExitCode, within protocol.outcome.ExitCode): 0 every job improved; 2 none did; 5 some did; 1 invalid manifest,
 output directory or arguments; 130 interrupted.
+
+This module is the command: its flags, their checks, the output. What runs the batch (manifest, ledger, policy,
+the engines) is orchestrator/batch/, which never imports the command line.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from orchestrator.batch.engine import run_unfinished
 from orchestrator.batch.gpus import GpuSpecError, batch_gpus
 from orchestrator.batch.ledger import (
     JOBS_DIR,
@@ -22,9 +26,9 @@ from orchestrator.batch.ledger import (
     read_previous_summary,
     starting_jobs,
 )
-from orchestrator.batch.manifest import ManifestError, ResolvedJob, load_manifest
+from orchestrator.batch.manifest import ManifestError, load_manifest
 from orchestrator.batch.options import OptimizeArguments
-from orchestrator.batch.policy import QueuedJob, batch_exit_code, batch_slots, progress_line, unplaceable
+from orchestrator.batch.policy import batch_exit_code, progress_line
 from orchestrator.cli.output import emit, fail
 from orchestrator.ledger.live_log import LiveLog
 from protocol.batch import BatchExitCode, BatchSummary, JobStatus
@@ -84,29 +88,6 @@ def _missing_dask() -> str | None:
     return None
 
 
-def _run_engine(args: argparse.Namespace, jobs: list[ResolvedJob], jobs_dir: Path, ledger: BatchLedger,
-                gpus: list[str]) -> bool:
-    """Run the unfinished jobs; False when the batch was interrupted."""
-    todo = [job for job in jobs if not ledger.job(job.job_id).status.finished]
-    if args.engine == "dask":
-        from orchestrator.batch.dask_engine import run_dask
-
-        run_dask(todo, jobs_dir, ledger, args.scheduler)
-        return True
-    import trio
-
-    from orchestrator.batch.local import run_local_until_signal
-
-    slots = batch_slots(gpus, args.parallel)
-    stuck = {job.job_id for job in unplaceable((QueuedJob(j.job_id, j.needs_gpu) for j in todo), slots)}
-    for job_id in stuck:
-        ledger.started(job_id, None, None)
-        ledger.finished(job_id, status=JobStatus.FAILED,
-                        error="its target needs a GPU and the batch has none (--gpus, or a GPU machine)")
-    ledger.note(f"batch slots={','.join(slot.name for slot in slots)} jobs_to_run={len(todo) - len(stuck)}")
-    return trio.run(run_local_until_signal, [job for job in todo if job.job_id not in stuck], slots, jobs_dir, ledger)
-
-
 def batch_main(args: argparse.Namespace, define_optimize: OptimizeArguments) -> int:
     """`define_optimize` is optimize's argument definition, against which job options are checked."""
     live = LiveLog()
@@ -134,7 +115,8 @@ def batch_main(args: argparse.Namespace, define_optimize: OptimizeArguments) -> 
                  f"output_dir={str(output_dir)!r}")
             ledger = BatchLedger(output_dir / SUMMARY_NAME, summary, _log_with_progress(live, summary))
             try:
-                completed = _run_engine(args, jobs, jobs_dir, ledger, gpus)
+                completed = run_unfinished(jobs, jobs_dir, ledger, engine=args.engine, scheduler=args.scheduler,
+                                           gpus=gpus, parallel=args.parallel)
             except KeyboardInterrupt:
                 completed = False
             except OSError as exc:
