@@ -112,5 +112,5 @@ def test_failed_revalidation_names_the_gate(tmp_path, out_dir):
     assert result["stopping_detail"].startswith(
         f"the finalist r001-c000 failed revalidation next to fresh baseline runs at the {', '.join(failed)} gate"), \
         result["stopping_detail"]
-    assert f"({final['reason']}), so the baseline stays; its earlier gain did not reproduce" \
-        in result["stopping_detail"]
+    assert (f"({final['reason']}); no further finalist was tried: no earlier promotion is left to revalidate, "
+            "so the baseline stays; its earlier gain did not reproduce") in result["stopping_detail"]
