@@ -16,6 +16,7 @@ says its default (`tests/cli/test_parser.py`), and README.md's flag table is gen
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 from importlib import metadata
@@ -276,7 +277,17 @@ def doctor_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def interruptible() -> None:
+    """SIGINT is how a run is stopped cleanly (Ctrl-C, and `batch` stopping its jobs: exit 130, partial artifacts,
+    no worker left). A command a shell without job control started in the background (`... &` in a script)
+    inherits SIGINT ignored, and Python then installs no handler: the default one is put back, so the documented
+    stop works however the command was started."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    interruptible()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in (*SUBCOMMANDS, "-h", "--help", "--version"):
         argv = ["optimize", *argv]  # agent skills call the CLI with flags only

@@ -24,13 +24,20 @@ def _is_worker(process: psutil.Process) -> bool:
         return False
 
 
-def test_sigint_during_an_evaluation_exits_130_and_cleans_up(tmp_path, out_dir):
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# "background": started as a shell without job control starts `... &` in a script, with SIGINT ignored
+@pytest.mark.parametrize("started", ["foreground", "background"])
+def test_sigint_during_an_evaluation_exits_130_and_cleans_up(tmp_path, out_dir, started):
     hang = synthetic_kernel(10.0, body="import time; time.sleep(3600)")
     replay = write_candidates(tmp_path / "cands", [hang])
     argv = [sys.executable, "-m", "orchestrator.cli", *map(str, synthetic_args(out_dir, "--provider", "replay",
                                                                              "--replay-dir", replay))]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}, stdin=subprocess.DEVNULL)
+                               env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}, stdin=subprocess.DEVNULL,
+                               preexec_fn=_ignore_sigint if started == "background" else None)
     deadline = time.monotonic() + 60
     log = out_dir / "live.log"
     while time.monotonic() < deadline and not (log.exists() and "r001-c000 status=artifacts" in log.read_text()):
