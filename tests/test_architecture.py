@@ -351,7 +351,8 @@ def test_decision_package_is_pure(project):
 # ---- the checks themselves, on a tiny project written for each rule ------------------------------------
 
 
-def _write(root: Path, files: dict[str, str]) -> dict[str, Module]:
+def write_project(root: Path, files: dict[str, str]) -> dict[str, Module]:
+    """A tiny project of the given files under root, read back as modules (the checks' own tests use it)."""
     for relative, source in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -360,7 +361,7 @@ def _write(root: Path, files: dict[str, str]) -> dict[str, Module]:
 
 
 def test_a_cycle_through_type_checking_and_a_function_is_found(tmp_path):
-    modules = _write(tmp_path, {
+    modules = write_project(tmp_path, {
         "protocol/__init__.py": "",
         "protocol/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from protocol.b import B\n",
         "protocol/b.py": "def f():\n    from . import c\n",
@@ -373,14 +374,14 @@ def test_a_cycle_through_type_checking_and_a_function_is_found(tmp_path):
 
 
 def test_an_init_that_reexports_its_child_is_not_a_cycle(tmp_path):
-    modules = _write(tmp_path, {"protocol/__init__.py": "from protocol.a import A\n",
+    modules = write_project(tmp_path, {"protocol/__init__.py": "from protocol.a import A\n",
                                 "protocol/a.py": "from protocol.b import B\nA = 1\n", "protocol/b.py": "B = 2\n"})
     assert cycle_violations(modules) == []
 
 
 def test_long_modules_need_the_marker_at_the_top(tmp_path):
     body = "x = 1\n" * MAX_LINES
-    modules = _write(tmp_path, {
+    modules = write_project(tmp_path, {
         "protocol/short.py": '"""Short."""\n',
         "protocol/reasoned.py": f'"""Long.\n\n{LONG_MARKER} one table of every syscall.\n"""\n{body}',
         "protocol/buried.py": f'"""Long.\n\n\n\n\n\n{LONG_MARKER} too far down.\n"""\n{body}',
@@ -391,7 +392,7 @@ def test_long_modules_need_the_marker_at_the_top(tmp_path):
 
 
 def test_worker_rules(tmp_path):
-    modules = _write(tmp_path, {
+    modules = write_project(tmp_path, {
         "sandbox_worker/__init__.py": "",
         "sandbox_worker/ok.py": "import os\nfrom . import other\n\ndef f():\n    import torch\n",
         "sandbox_worker/other.py": "try:\n    import numpy\nexcept ImportError:\n    numpy = None\n",
@@ -403,7 +404,7 @@ def test_worker_rules(tmp_path):
 
 
 def test_decision_rules(tmp_path):
-    modules = _write(tmp_path, {
+    modules = write_project(tmp_path, {
         "orchestrator/decision/__init__.py": "",
         "orchestrator/decision/pure.py": "import math\nimport json\nx = json.loads('1')\n",
         "orchestrator/decision/shell.py": "def f():\n    import subprocess\n",

@@ -13,8 +13,6 @@ violation it finds, not just the first.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.test_architecture import (
@@ -25,6 +23,7 @@ from tests.test_architecture import (
     edges_of,
     imports_of,
     load_modules,
+    write_project,
 )
 
 # lowest first; each floor says why its packages stand there
@@ -118,16 +117,8 @@ TINY_FLOORS = (("protocol", "sandbox_worker"), ("orchestrator.text",), ("orchest
                ("orchestrator.cli",))
 
 
-def _write(root: Path, files: dict[str, str]) -> dict[str, Module]:
-    for relative, source in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
-    return load_modules(root)
-
-
 def test_imports_up_or_across_a_floor_are_found_wherever_they_sit(tmp_path):
-    modules = _write(tmp_path, {
+    modules = write_project(tmp_path, {
         "protocol/__init__.py": "",
         "sandbox_worker/__init__.py": "def f():\n    import protocol\n",  # across the lowest floor, lazily
         "orchestrator/__init__.py": "",
@@ -148,7 +139,7 @@ def test_imports_up_or_across_a_floor_are_found_wherever_they_sit(tmp_path):
 
 
 def test_a_package_off_the_floors_is_named(tmp_path):
-    modules = _write(tmp_path, {"protocol/__init__.py": "", "orchestrator/report/__init__.py": "",
+    modules = write_project(tmp_path, {"protocol/__init__.py": "", "orchestrator/report/__init__.py": "",
                                 "orchestrator/report/page.py": "import protocol\n"})
     assert undeclared_packages(modules, (("protocol", "sandbox_worker"),)) == [
         "orchestrator.report is on no floor (add it to FLOORS where its imports put it)",
