@@ -85,7 +85,7 @@ def profile_seconds_by_case(experiments: Sequence[ExperimentRecord]) -> dict[str
 
 def profile_cutoff(deadline: float, remaining_runs: int, runs: Sequence[Evaluation]) -> float:
     """Until when a run's profiles may go so that the runs its decision still needs after it fit before the
-    deadline (each expected as long as the longest run of the decision so far): a profile cut there is not
-    taken, and the decision is made on the measurements (an incumbent run cut by the deadline instead would
-    leave the candidate undecided, never promoted)."""
+    deadline (each expected as long as the longest run of the decision so far): a profile cut there is recorded
+    as not taken, not as the candidate's timeout (an incumbent run cut by the deadline instead would leave the
+    candidate undecided); where evidence is required it still keeps the candidate from promotion."""
     return deadline - max(remaining_runs, 0) * longest_worker_seconds(runs)
