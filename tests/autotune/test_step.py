@@ -64,12 +64,13 @@ def test_the_untouched_kernels_autotune_runs_once_per_key(tmp_path, monkeypatch)
 
 
 def test_a_step_past_its_deadline_stops_with_what_to_change(tmp_path):
-    step, _stream = workers(tmp_path, seconds=3.0)
+    # well below a worker's start alone (its torch import): the premise holds however fast the machine
+    step, _stream = workers(tmp_path, seconds=0.5)
     with pytest.raises(AutotuneStepFailed) as failed:
         trio.run(run_step, step, (EXAMPLE / "kernel.py").read_text())
     message = str(failed.value)
     assert message.startswith("the untouched kernel's autotune step failed: timeout: ")
-    assert "raise --max-autotune-seconds (now 3)" in message and "worker log: " in message
+    assert "raise --max-autotune-seconds (now 0.5)" in message and "worker log: " in message
 
 
 def test_a_kernel_without_a_list_to_choose_from_needs_no_step(tmp_path):
