@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The GPU-only dishonest candidates (tests/cheats/gpu_candidates/vector_add) and the CPU corpus's protocol takeover
+# (EXTRA: names from tests/cheats/candidates/vector_add, default the protocol takeover and the seed regeneration)
 # through the real CLI at default promotion settings, on the vector_add H200 target (MODE=auto, the default: the
 # judge; MODE=candidate: verdicts in the candidate's process, for comparison), cases n16M (events) and a ragged
 # 262147 (short enough for CUDA graphs). The candidates are replayed in batches of BATCH (default 4), one optimize
@@ -12,7 +13,11 @@ batch_size=${BATCH:-4}
 gpu_facts | tee "$OUT/gpu.txt"
 target=$(verdict_target vector_add "$mode")
 corpus=()
-for source in tests/cheats/gpu_candidates/vector_add/*.py tests/cheats/candidates/vector_add/protocol_takeover_environ_fd.py; do
+extra=()
+for name in ${EXTRA:-protocol_takeover_environ_fd regenerate_inputs_from_seed}; do
+  extra+=("tests/cheats/candidates/vector_add/$name.py")
+done
+for source in tests/cheats/gpu_candidates/vector_add/*.py "${extra[@]}"; do
   name=$(basename "$source" .py)
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
   corpus+=("$source")
