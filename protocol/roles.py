@@ -10,6 +10,7 @@ class Role(str, Enum):
     CANDIDATE = "candidate"  # a proposal, measured side by side with the incumbent
     INCUMBENT = "incumbent"  # the current best, re-measured next to each candidate (A/B/A)
     FINAL = "final"  # the finalist, revalidated next to fresh baseline runs
+    PROFILE = "profile"  # a candidate promoted on its runs, profiled (summary) for its evidence; never timed
     DEEP_PROFILE = "deep_profile"  # an extra profiling worker, never timed for a decision
     COMMIT_REVALIDATION = "commit_revalidation"  # verify-only check of a merged source before a commit
     DIAGNOSTIC = "diagnostic"  # intra-kernel instrumentation: never benchmarked, decided on or committed

@@ -18,10 +18,13 @@ from pydantic import TypeAdapter, ValidationError
 from orchestrator.cli.main import main
 from orchestrator.cli.output import fail
 from orchestrator.ledger.artifacts import RunArtifacts
+from orchestrator.providers.replay import ReplayProvider
+from protocol.bundle import Budget
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.schema import SCHEMA_SOURCES, document_name
 from tests.conftest import SYNTHETIC, run_cli, synthetic_args, synthetic_kernel, write_candidates
 from tests.e2e.test_commit_cli import git, make_repo
+from tests.run.fake_evaluator import profiled, run_in_process
 
 DOCUMENT_NAMES = {
     "result.json", "experiments.json", "experiments/<id>/result.json", "run.json", "journal.jsonl",
@@ -172,6 +175,15 @@ def test_every_file_the_commands_write_matches_its_schema(tmp_path, capsys):
     assert (error.output_dir, error.stopping_reason) == (str(out), "baseline_failed")
     assert [json.loads(line)["event"] for line in (out / "journal.jsonl").read_text().splitlines()] == [
         "run_started", "evaluation", "run_aborted"]
+    found |= check_documents(out, names)
+
+    # A run whose untouched kernel a profiler measured (none exists on a CPU: the real loop in-process, each
+    # worker's profile made up by the fake evaluator): a candidate promoted on its runs is profiled, profile.json.
+    out = tmp_path / "profiled"
+    profiled_run = run_in_process(
+        SYNTHETIC, out, ReplayProvider(write_candidates(tmp_path / "profiled-cands", [synthetic_kernel(50.0)])),
+        profiled(), budget=Budget(max_rounds=1, candidates_per_round=1, max_total_seconds=3600), profile=True)
+    assert profiled_run.decisions()["r001-c000"] == "promoted"
     found |= check_documents(out, names)
 
     expected = DOCUMENT_NAMES | {f"validation/{name}" for name in ("bundle.lock.json", "bundle/cases.json",

@@ -1,10 +1,11 @@
 """A candidate's profile evidence, judged: when to take a deep profile, and the veto its profiles give.
 
 The rules themselves are `profile_rules`; this module applies them to one decision: the candidate's summary
-profiles (and a deep profile when one was taken) against the incumbent's, the cross-checks of each protected
-case's benchmark speedup against the profilers' kernel times, and the evidence every candidate must bring (the
-profilers that measured the untouched kernel in this run). Pure: the referee (`referee.py`) calls it, the run
-writes what it returns (profile.json, the live log).
+profiles (taken after a promoting verdict, or brought by its run in records made before that), and a deep profile
+when one was taken, against the incumbent's, the cross-checks of each protected case's benchmark speedup against
+the profilers' kernel times, and the evidence every candidate must bring (the profilers that measured the
+untouched kernel in this run). Pure: the referee (`referee.py`) calls it, the run writes what it returns
+(profile.json, the live log).
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ from orchestrator.decision import profile_rules
 from orchestrator.decision.gates import Verdict
 from protocol.bundle import Case
 from protocol.profile import CaseProfileComparison
-from protocol.results import Evaluation
+from protocol.results import Evaluation, EvaluationStatus
 
 NO_DEEP_PROFILE_NEEDED = "summary evidence is sufficient (not near the threshold, no disagreement, no stagnation)"
+PROFILE_FOR_PROMOTION = "promoted on its runs: its profile is the evidence"
+NO_PROFILE_FOR_REJECTION = "not promoted on its runs: a rejection needs no profile"
+NO_TIME_FOR_PROFILE = "no time left before the deadline"
+BUDGET = "budget"  # `CaseMeasurement.profile_not_taken` of a profile the run's time did not allow
 
 
 def profiles_by_case(evaluation: Evaluation | None) -> dict[str, Any]:
@@ -27,6 +32,27 @@ def profiles_by_case(evaluation: Evaluation | None) -> dict[str, Any]:
     if evaluation is None:
         return {}
     return {m.case_id: m.profile for m in evaluation.cases}
+
+
+def carries_profiles(evaluation: Evaluation) -> bool:
+    """The run brought profiles (or was refused one by the run's time): a candidate's run recorded before its
+    profile was taken after the verdict. Its profiles are then the evidence, as they were when it was decided."""
+    return any(case.profile is not None or case.profile_not_taken for case in evaluation.cases)
+
+
+def profiled_run(run: Evaluation, profile: Evaluation | None) -> Evaluation:
+    """The run with each case's profile from `profile` (taken apart from it) where the run brought none: what a
+    promoted candidate's profiles are compared with once it is the incumbent."""
+    if profile is None:
+        return run
+    taken = profiles_by_case(profile)
+    cases = [case.model_copy(update={"profile": taken.get(case.case_id)}) if case.profile is None else case
+             for case in run.cases]
+    return run.model_copy(update={"cases": cases})
+
+
+def profile_line(taken: bool, why: str) -> str:
+    return f"profile={'taken' if taken else 'skipped'} reason={why!r}"
 
 
 @dataclass(frozen=True)
@@ -115,25 +141,30 @@ def ncu_veto(profiles: Mapping[str, CaseProfileComparison], evidence: Evidence) 
     return None
 
 
+def _not_taken(case_id: str, why: str) -> str:
+    return f"not taken for {case_id} ({why}: the run's time ran out before it; not promoted without it)"
+
+
 def evidence_veto(cases: Sequence[Case], required: Sequence[str], candidate: Evaluation, verdict: Verdict,
-                  profiles: Mapping[str, Any] | None = None) -> str | None:
+                  profiles: Mapping[str, Any] | None = None, profiled: Evaluation | None = None) -> str | None:
     """The veto when a protected case's required profile is missing or disagrees with the benchmark. A profile
     the run's time did not allow (`CaseMeasurement.profile_not_taken`) is named as such: the candidate did not
     fail (its evaluation stays correct and measured), but it is not promoted without its evidence, because how
     long a candidate takes before its profile is the candidate's to stretch (a slow verify pushing its profile
-    past the cutoff would otherwise excuse a profile-gap cheat)."""
+    past the cutoff would otherwise excuse a profile-gap cheat). `profiled`: the evaluation that brought the
+    profiles, when not the candidate's run (its profile taken after the verdict)."""
     if not required:
         return None
-    profiles = profiles if profiles is not None else profiles_by_case(candidate)
+    profiled = profiled or candidate
+    profiles = profiles if profiles is not None else profiles_by_case(profiled)
     problems = []
     for case in cases:
         if not case.protected:
             continue
         row = next((r for r in verdict.comparisons if r.case_id == case.case_id), None)
-        measured = candidate.case(case.case_id)
-        if measured is not None and measured.profile_not_taken and not profiles.get(case.case_id):
-            problems.append(f"not taken for {case.case_id} ({measured.profile_not_taken}: the run's time ran out "
-                            "before it; not promoted without it)")
+        measured, brought = candidate.case(case.case_id), profiled.case(case.case_id)
+        if brought is not None and brought.profile_not_taken and not profiles.get(case.case_id):
+            problems.append(_not_taken(case.case_id, brought.profile_not_taken))
             continue
         launches = int((measured.metrics if measured else {}).get("benchmark.replayed_launches") or 1)
         problem = profile_rules.evidence_problem(case.case_id, profiles.get(case.case_id),
@@ -144,12 +175,29 @@ def evidence_veto(cases: Sequence[Case], required: Sequence[str], candidate: Eva
 
 
 def candidate_veto(cases: Sequence[Case], evidence: Evidence, candidate: Evaluation, verdict: Verdict,
-                   profiles: Mapping[str, CaseProfileComparison], call: DeepProfileCall) -> str | None:
+                   profiles: Mapping[str, CaseProfileComparison], call: DeepProfileCall,
+                   profiled: Evaluation | None = None) -> str | None:
     """A candidate's veto, first that applies: required evidence missing or disagreeing, an NCU regression, a
     benchmark speedup the profilers do not back or work moved out of `main_scope`."""
     return (evidence_veto(cases, evidence.required, candidate, verdict,
-                          {case_id: comparison.profile for case_id, comparison in profiles.items()})
+                          {case_id: comparison.profile for case_id, comparison in profiles.items()}, profiled)
             or ncu_veto(profiles, evidence) or next(iter(call.cross_checks), None))
+
+
+def unprofiled_veto(cases: Sequence[Case], required: Sequence[str]) -> str | None:
+    """The veto of a candidate promoted on its runs whose profile no time was left for: where evidence is required
+    it is not promoted without it, in the words of a profile the run's time cut."""
+    problems = [_not_taken(case.case_id, BUDGET) for case in cases if case.protected] if required else []
+    return "profile evidence: " + "; ".join(problems) if problems else None
+
+
+def failed_profile_veto(profile: Evaluation) -> str | None:
+    """The veto of a profile worker that did not end ok: it verifies the candidate again before it profiles, so
+    an incorrect, crashed or timed-out candidate there is not promoted on its earlier runs (a profile that
+    outlasted its own limits failed the candidate's run when its run brought its profile)."""
+    if profile.status is EvaluationStatus.OK:
+        return None
+    return f"the candidate's profile run ended {profile.status.value}: {profile.reason}"
 
 
 def profiles_not_taken(evaluations: Sequence[Evaluation]) -> list[str]:

@@ -15,14 +15,22 @@ its records (`simulate.py`) and in a measurement study's trials (`study.py`):
    matmul) a real 3 % gain can sit inside that noise: rejecting it throws the gain away, promoting it would be a
    guess. The A/A false-promotion rate this adds is small because only candidates whose point estimate already
    reaches the minimum speedup are extended (`tests/test_confirmation.py`, the measurement studies);
-4. profile evidence (`evidence.py`): a deep profile when the summary evidence calls for one and time is left,
-   then the vetoes (required evidence missing or disagreeing with the benchmark, an NCU regression, a speedup the
-   profilers do not back, work moved out of `main_scope`); a veto decides again on every run;
+4. profile evidence (`evidence.py`), judged only where the run profiles: a candidate's runs are not profiled
+   (on the H200 a summary profile, Proton and NCU, took 24-27 s of a ~32 s worker, and most candidates are
+   rejected), so a candidate the verdict does not promote is ruled on at once, and one it promotes gets its
+   summary profile now, in a fresh worker that verifies it and profiles it on the same inputs, poison and flush
+   (not benchmarked); with no time left for it, or a profile the run's time cuts, it is not promoted where the
+   run requires evidence. Then a deep profile when the summary evidence calls for one and time is left, then the
+   vetoes (required evidence missing or disagreeing with the benchmark's medians, an NCU regression, a speedup
+   the profilers do not back, work moved out of `main_scope`); a veto decides again on every run. A candidate
+   run recorded with its profiles (before they were taken after the verdict) is judged on them, as it was. The
+   finalist's run brings its deep profile, and is held to the required evidence alone;
 5. the ruling: promoted (the driver makes it the incumbent) or not; for the finalist, revalidated or rejected.
 
 The referee never waits, reads a clock or touches a file. Its driver answers `Measure` with a run of one side in
-a fresh worker (or the recorded run), `Profile` with a deep profile, and feeds each back with the seconds left
-before the decision's deadline, until `next` gives the `Ruling`. Every state is a new immutable `Judgement`.
+a fresh worker (or the recorded run), `Profile` with a profile of the candidate in a fresh worker, and feeds each
+back with the seconds left before the decision's deadline, until `next` gives the `Ruling`. Every state is a new
+immutable `Judgement`.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 from orchestrator.decision import evidence as profile_evidence
 from orchestrator.decision.evidence import DeepProfileCall, Evidence
@@ -89,18 +97,24 @@ class Measure:
     side: Side
     role: Role  # the worker's role: the decision's own (candidate, final) or the incumbent
     index: int  # the run's position among the decision's runs (its worker's tag: "<index>-<role>")
-    profile_level: str | None  # the profile the run brings along: summary for a candidate, deep for the finalist
+    profile_level: str | None  # the profile the run brings along: the finalist's deep one, none for the others
     pair: int = 0  # 0: a run of the schedule; n: a run of the n-th confirmation pair
     notes: tuple[str, ...] = ()  # what the referee decided since the last action, for the live log
 
 
 @dataclass(frozen=True)
 class Profile:
-    """Take a deep profile of the candidate (not benchmarked); feed it to `Referee.profiled`."""
+    """Profile the candidate in a fresh worker (verified, not benchmarked); feed it to `Referee.profiled`. Its
+    role says which: `profile`, the summary evidence of a candidate promoted on its runs; `deep_profile`, the
+    deeper one that evidence calls for."""
 
     level: str
     reasons: tuple[str, ...]
+    role: Role
     notes: tuple[str, ...] = ()
+
+
+Asked = TypeVar("Asked", Measure, Profile)  # the actions a driver answers with an evaluation
 
 
 @dataclass(frozen=True)
@@ -111,6 +125,7 @@ class Ruling:
     verdict: Verdict
     noise: BetweenRunNoise  # the noise of the last verdict
     runs: tuple[Evaluation, ...]  # the schedule's runs and the confirmation pairs, in the order they ran
+    profile: Evaluation | None  # the candidate's profile taken after a promoting verdict
     deep_profile: Evaluation | None
     history: RunMedians  # the history the decision started from, with its runs
     profiles: dict[str, CaseProfileComparison] | None  # what the profile evidence compared (None: not judged)
@@ -121,8 +136,8 @@ class Ruling:
 
     @property
     def evaluations(self) -> list[Evaluation]:
-        """What the experiment's record holds: the runs, then the deep profile."""
-        return [*self.runs, *([self.deep_profile] if self.deep_profile is not None else [])]
+        """What the experiment's record holds: the runs, then the profile, then the deep profile."""
+        return [*self.runs, *(e for e in (self.profile, self.deep_profile) if e is not None)]
 
     @property
     def promoted(self) -> bool:
@@ -152,7 +167,8 @@ class Judgement:
     carried_veto: str | None = None  # a veto taken as given (a replay carries the recorded one)
     carried_noise_gate: bool | None = None  # a noise gate taken as given (records without raw samples)
     runs: tuple[Evaluation, ...] = ()
-    candidate: Evaluation | None = None  # the schedule's last candidate run: its profiles are the evidence
+    candidate: Evaluation | None = None  # the schedule's last candidate run
+    profile: Evaluation | None = None  # the candidate's profile taken after the verdict
     deep_profile: Evaluation | None = None
     seconds_left: float = math.inf
     pairs: int = 0
@@ -186,11 +202,7 @@ class Referee:
 
     def measured(self, state: Judgement, evaluation: Evaluation, seconds_left: float) -> Judgement:
         """The decision with the run its `Measure` asked for."""
-        asked = state.action
-        if not isinstance(asked, Measure):
-            raise ValueError(f"no run was asked for (the decision waits on {type(asked).__name__})")
-        if evaluation.label != asked.role.value:
-            raise ValueError(f"a {asked.role.value} run was asked for, got a {evaluation.label!r} one")
+        asked = _asked(state, Measure, evaluation, "run")
         digest = state.digests[0 if asked.side == "candidate" else 1]
         state = dataclasses.replace(
             state, runs=(*state.runs, evaluation), history=state.history.with_run(digest, evaluation),
@@ -208,12 +220,16 @@ class Referee:
             return self._ask(state, self._measure(state, "incumbent", pair=asked.pair, notes=()))
         return self._confirm(self._decided(state), ())
 
-    def profiled(self, state: Judgement, deep_profile: Evaluation) -> Judgement:
-        """The decision with the deep profile its `Profile` asked for."""
-        if not isinstance(state.action, Profile) or state.deep_call is None:
-            raise ValueError(f"no profile was asked for (the decision waits on {type(state.action).__name__})")
-        state = dataclasses.replace(state, deep_profile=deep_profile, action=None)
-        return self._judge_profiles(state, state.deep_call, ())
+    def profiled(self, state: Judgement, evaluation: Evaluation, seconds_left: float) -> Judgement:
+        """The decision with the profile its `Profile` asked for."""
+        asked = _asked(state, Profile, evaluation, "profile")
+        state = dataclasses.replace(state, seconds_left=seconds_left, action=None)
+        if asked.role is Role.PROFILE:
+            state = dataclasses.replace(state, profile=evaluation)
+            veto = profile_evidence.failed_profile_veto(evaluation)
+            return self._rule(state, veto, ()) if veto else self._call_deep(state, ())
+        assert state.deep_call is not None
+        return self._judge_profiles(dataclasses.replace(state, deep_profile=evaluation), state.deep_call, ())
 
     # ---- the steps between two actions -------------------------------------------------------------------
 
@@ -224,7 +240,7 @@ class Referee:
     def _measure(self, state: Judgement, side: Side, *, pair: int, notes: tuple[str, ...]) -> Measure:
         if side == "incumbent":
             return Measure("incumbent", Role.INCUMBENT, len(state.runs), None, pair, notes)
-        level = None if pair else "deep" if state.role is Role.FINAL else "summary"
+        level = "deep" if state.role is Role.FINAL and not pair else None
         return Measure("candidate", state.role, len(state.runs), level, pair, notes)
 
     def _verdict(self, state: Judgement, noise: BetweenRunNoise, veto: str | None = None) -> Verdict:
@@ -263,20 +279,43 @@ class Referee:
         if state.role is Role.FINAL:
             return self._rule(state, profile_evidence.evidence_veto(self.rules.cases, evidence.required, candidate,
                                                                     verdict), notes)
+        if profile_evidence.carries_profiles(candidate):  # a run recorded with its profiles: judged on them
+            return self._call_deep(state, notes)
+        if verdict.decision.status is not DecisionStatus.PROMOTED:
+            return self._rule(state, None, (*notes, profile_evidence.profile_line(
+                False, profile_evidence.NO_PROFILE_FOR_REJECTION)))
+        if state.seconds_left <= 0:
+            return self._rule(state, profile_evidence.unprofiled_veto(self.rules.cases, evidence.required),
+                              (*notes, profile_evidence.profile_line(False, profile_evidence.NO_TIME_FOR_PROFILE)))
+        why = profile_evidence.PROFILE_FOR_PROMOTION
+        return self._ask(state, Profile("summary", ("promoted",), Role.PROFILE,
+                                        (*notes, profile_evidence.profile_line(True, why))))
+
+    def _call_deep(self, state: Judgement, notes: tuple[str, ...]) -> Judgement:
+        """The summary evidence read against the verdict: a deep profile when it calls for one and time is left."""
+        assert state.evidence is not None and state.candidate is not None and state.verdict is not None
         min_speedup = self.rules.budget.min_speedup
-        call = profile_evidence.deep_profile_call(self.rules.cases, evidence, candidate, verdict, min_speedup)
+        call = profile_evidence.deep_profile_call(self.rules.cases, state.evidence, self._profiled(state),
+                                                  state.verdict, min_speedup)
         state = dataclasses.replace(state, deep_call=call)
         if call.reasons and state.seconds_left > 0:
-            return self._ask(state, Profile("deep", call.reasons, (*notes, call.taken_line())))
+            return self._ask(state, Profile("deep", call.reasons, Role.DEEP_PROFILE, (*notes, call.taken_line())))
         return self._judge_profiles(state, call,
-                                    (*notes, profile_evidence.deep_profile_skipped_line(verdict, min_speedup)))
+                                    (*notes, profile_evidence.deep_profile_skipped_line(state.verdict, min_speedup)))
+
+    @staticmethod
+    def _profiled(state: Judgement) -> Evaluation:
+        """What brought the candidate's summary profiles: its profile after the verdict, or its recorded run."""
+        profiled = state.profile or state.candidate
+        assert profiled is not None
+        return profiled
 
     def _judge_profiles(self, state: Judgement, call: DeepProfileCall, notes: tuple[str, ...]) -> Judgement:
         assert state.evidence is not None and state.candidate is not None and state.verdict is not None
-        profiles = profile_evidence.compare_profiles(self.rules.cases, state.evidence, state.candidate,
-                                                     state.deep_profile)
+        profiled = self._profiled(state)
+        profiles = profile_evidence.compare_profiles(self.rules.cases, state.evidence, profiled, state.deep_profile)
         veto = profile_evidence.candidate_veto(self.rules.cases, state.evidence, state.candidate, state.verdict,
-                                               profiles, call)
+                                               profiles, call, profiled)
         return self._rule(dataclasses.replace(state, profiles=profiles), veto, notes)
 
     def _rule(self, state: Judgement, veto: str | None, notes: tuple[str, ...]) -> Judgement:
@@ -287,9 +326,20 @@ class Referee:
             verdicts = (*verdicts, verdict)
         state = dataclasses.replace(state, verdict=verdict, verdicts=verdicts)
         return self._ask(state, Ruling(
-            role=state.role, verdict=verdict, noise=state.noise, runs=state.runs, deep_profile=state.deep_profile,
+            role=state.role, verdict=verdict, noise=state.noise, runs=state.runs, profile=state.profile,
+            deep_profile=state.deep_profile,
             history=state.history, profiles=state.profiles, pairs=state.pairs,
             confirmation_cut=state.confirmation_cut, verdicts=verdicts, notes=notes))
+
+
+def _asked(state: Judgement, action: type[Asked], evaluation: Evaluation, what: str) -> Asked:
+    """The action `evaluation` answers; a driver feeding the decision out of turn is a bug, named here."""
+    asked = state.action
+    if not isinstance(asked, action):
+        raise ValueError(f"no {what} was asked for (the decision waits on {type(asked).__name__})")
+    if evaluation.label != asked.role.value:
+        raise ValueError(f"a {asked.role.value} {what} was asked for, got a {evaluation.label!r} one")
+    return asked
 
 
 def with_noise_gate(verdict: Verdict, passes: bool) -> Verdict:

@@ -42,8 +42,9 @@ from protocol.bundle import Budget, Case
 from protocol.results import DecisionStatus, Evaluation, EvaluationStatus, ExperimentRecord
 from protocol.roles import Role
 
-# Labels of the runs the loop benchmarks: only these feed its between-run noise (deep profiles, commit
-# checks and diagnostic traces run with benchmark=False).
+# Labels of the runs the loop benchmarks: only these feed its between-run noise (a promoted candidate's profile,
+# deep profiles, commit checks and diagnostic traces run with benchmark=False). A replay judges no profile: a
+# record's profile veto is carried, so the profiles a decision took after its verdict are never asked for again.
 BENCHMARKED_LABELS = frozenset(role.value for role in Role if role.decides)
 TOLERANCE = 1e-9
 PROMOTING = frozenset({DecisionStatus.PROMOTED, DecisionStatus.REVALIDATED})  # a new incumbent or the winner

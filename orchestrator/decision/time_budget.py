@@ -16,9 +16,11 @@ def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: floa
 
 def expected_candidate_seconds(experiments: Sequence[ExperimentRecord]) -> float:
     """Worker seconds the next candidate needs for its decision: the runs that decided the last measured
-    candidate (A/B/A and confirmation pairs). A deep profile is left out: it is taken after the verdict only
-    when time remains, and a deadline that cuts it leaves the verdict as it was (H200, 2026-12-02: a 49 s deep
-    profile made the 600 s matmul run expect 112 s and stop with 106 s left; its runs took 62 s). With no
+    candidate (A/B/A and confirmation pairs). Its profiles are left out: the summary one is taken after a
+    promoting verdict only, which most candidates never reach (a promoted candidate whose profile finds no time
+    left is not promoted where evidence is required), and a deep one only when time remains, a deadline that cuts
+    it leaving the verdict as it was (H200, 2026-12-02: a 49 s deep profile made the 600 s matmul run expect
+    112 s and stop with 106 s left; its runs took 62 s). With no
     candidate measured yet, the least any candidate costs: two baseline workers without their profiling (a
     side-by-side needs at least an incumbent run and the candidate's own; the baseline's deep profile says
     little about a candidate). A first candidate that cannot even finish those is cut off halfway (at worker

@@ -21,11 +21,14 @@ from protocol.roles import Role
 
 
 def evidence(evaluator: Evaluates, state: RunState, incumbent: Evaluation) -> Evidence | None:
-    """What the referee judges a decision's profile evidence with: None with profiling off."""
-    if not evaluator.config.profile:
+    """What the referee judges a decision's profile evidence with: None with profiling off, and None where no
+    profiler measured the untouched kernel (a machine without one): a candidate's profile would then be judged
+    against nothing, and asking for it would cost a worker per promotion for no evidence."""
+    required = tuple(required_evidence(evaluator, state))
+    if not required:
         return None
     target = evaluator.inputs.target
-    return Evidence(required=tuple(required_evidence(evaluator, state)),
+    return Evidence(required=required,
                     incumbent_profiles=profiles_by_case(incumbent),
                     check_main_scope=bool(not target.allow_work_outside_main_scope and target.main_scope),
                     rounds_without_promotion=state.rounds_without_promotion)

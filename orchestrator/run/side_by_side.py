@@ -1,10 +1,11 @@
-"""The referee's driver in a live run: each run it asks for in a fresh worker, each deep profile, the live log.
+"""The referee's driver in a live run: each run it asks for in a fresh worker, each profile, the live log.
 
 The decision itself (schedule, verdict, confirmation pairs, profile evidence and vetoes) is the referee's
 (`orchestrator/decision/referee.py`), the same that `tlx-agent simulate` feeds recorded runs to. This module only
-answers it: a `Measure` is one evaluation of the candidate or the incumbent, a `Profile` one deep profile,
-each fed back with the seconds left before the deadline; what the referee notes goes to the live log, and the
-profiles it compared to the experiment's profile.json.
+answers it: a `Measure` is one evaluation of the candidate or the incumbent, a `Profile` one profile of the
+candidate (verified, not benchmarked: its summary profile after a promoting verdict, or a deep one), each fed back
+with the seconds left before the deadline; what the referee notes goes to the live log, and the profiles it
+compared to the experiment's profile.json.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def decision_rules(evaluator: Evaluates) -> Rules:
                  noise=NoiseRule())
 
 
+def profile_tag(role: Role) -> str:
+    """The worker's tag of a profile: `profile` or `deep-profile` (a resumed run finds a finished one by it)."""
+    return role.value.replace("_", "-")
+
+
 class SideBySide:
     def __init__(self, evaluator: Evaluates) -> None:
         self.evaluator = evaluator
@@ -60,11 +66,12 @@ class SideBySide:
             if isinstance(action, Ruling):
                 break
             if isinstance(action, Profile):
-                deep = await evaluator.evaluate(
-                    state, role=Role.DEEP_PROFILE, experiment_id=experiment_id, kernel_path=candidate.path,
-                    tag="deep-profile", deadline=deadline, profile_level=action.level,
+                profile = await evaluator.evaluate(
+                    state, role=action.role, experiment_id=experiment_id, kernel_path=candidate.path,
+                    tag=profile_tag(action.role), deadline=deadline, profile_level=action.level,
                     profile_reason=",".join(action.reasons), benchmark=False, profile_until=deadline)
-                judgement = self.referee.profiled(judgement, deep)
+                log.event(reporting.evaluation_line(experiment_id, action.role.value, profile))
+                judgement = self.referee.profiled(judgement, profile, deadline - trio.current_time())
                 continue
             # the schedule's runs still to come after this one must fit after its profile
             remaining = len(self.referee.rules.schedule) - action.index - 1 if not action.pair else 0
@@ -97,4 +104,4 @@ class SideBySide:
         return evaluation
 
 
-__all__ = ["SideBySide", "Source", "decision_rules"]
+__all__ = ["SideBySide", "Source", "decision_rules", "profile_tag"]

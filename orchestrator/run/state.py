@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.decision.evidence import profiled_run
 from orchestrator.decision.noise import RunMedians
 from protocol.outcome import ExitCode, StoppingReason
 from protocol.results import Evaluation, ExperimentRecord
+from protocol.roles import Role
 
 
 class RunAborted(Exception):
@@ -30,11 +32,13 @@ class Incumbent:
 
 
 def promoted_incumbent(record: ExperimentRecord, source: str, kernel_path: Path) -> Incumbent:
-    """The incumbent a promoted record makes: its source and its first candidate run (the A/B/A one)."""
+    """The incumbent a promoted record makes: its source and its first candidate run (the A/B/A one), with the
+    profiles of its profile taken after the verdict (what the next candidates' profiles are compared with)."""
     evaluation = record.candidate_evaluation
     if evaluation is None:
         raise ValueError(f"{record.experiment_id} was promoted without a candidate run")
-    return Incumbent(record.experiment_id, source, kernel_path, evaluation)
+    profile = next((e for e in record.evaluations if e.label == Role.PROFILE.value), None)
+    return Incumbent(record.experiment_id, source, kernel_path, profiled_run(evaluation, profile))
 
 
 @dataclass

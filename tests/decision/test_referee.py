@@ -46,16 +46,28 @@ def open_candidate(judge: Referee, role: Role = Role.CANDIDATE, **inputs: object
 
 
 def drive(judge: Referee, state, candidate_us: float = FAST, seconds_left: float = math.inf,
-          candidate_profile: dict | None = None, deep_profile: dict | None = None) -> tuple[Ruling, list]:
-    """Answer every action as a worker would; returns the ruling and the actions asked for."""
+          candidate_profile: dict | None = None, deep_profile: dict | None = None,
+          recorded_profile: dict | None = None, profile_run=None,
+          seconds_after_profile: float | None = None) -> tuple[Ruling, list]:
+    """Answer every action as a worker would; returns the ruling and the actions asked for. `candidate_profile`:
+    what a profile of the candidate brings (its run's where the run is profiled, the finalist's, else its
+    profile after the verdict); `recorded_profile`: what every candidate run brings, as runs recorded before
+    profiles were taken after the verdict did; `profile_run`: the evaluation a summary profile answers with."""
     asked = []
     while not isinstance(action := judge.next(state), Ruling):
         asked.append(action)
         if isinstance(action, Profile):
-            state = judge.profiled(state, run(Role.DEEP_PROFILE.value, candidate_us, len(asked), deep_profile))
+            left = seconds_left if seconds_after_profile is None else seconds_after_profile
+            profile = candidate_profile if action.role is Role.PROFILE else deep_profile
+            answer = profile_run if profile_run is not None and action.role is Role.PROFILE \
+                else run(action.role.value, candidate_us, len(asked), profile)
+            state = judge.profiled(state, answer, left)
             continue
         us = candidate_us if action.side == "candidate" else SLOW
-        profile = candidate_profile if action.side == "candidate" else proton(SLOW)
+        if action.side == "incumbent":
+            profile = None
+        else:
+            profile = candidate_profile if action.profile_level else recorded_profile
         state = judge.measured(state, run(action.role.value, us, len(asked), profile), seconds_left)
     return action, asked
 
@@ -64,7 +76,7 @@ def test_a_clear_gain_is_measured_in_the_schedule_order_and_promoted():
     judge = referee()
     ruling, asked = drive(judge, open_candidate(judge))
     assert [(a.side, a.role, a.index, a.profile_level, a.pair) for a in asked] == [
-        ("incumbent", Role.INCUMBENT, 0, None, 0), ("candidate", Role.CANDIDATE, 1, "summary", 0),
+        ("incumbent", Role.INCUMBENT, 0, None, 0), ("candidate", Role.CANDIDATE, 1, None, 0),
         ("incumbent", Role.INCUMBENT, 2, None, 0)]
     assert ruling.promoted and ruling.decision.status is DecisionStatus.PROMOTED and ruling.pairs == 0
     assert [e.label for e in ruling.evaluations] == ["incumbent", "candidate", "incumbent"]
@@ -93,7 +105,7 @@ def test_every_state_is_a_new_value_and_a_run_out_of_turn_is_refused():
     with pytest.raises(ValueError, match="a candidate run was asked for, got a 'incumbent' one"):
         judge.measured(after, run("incumbent", SLOW, 2), math.inf)
     with pytest.raises(ValueError, match="no profile was asked for"):
-        judge.profiled(after, run("deep_profile", FAST, 2))
+        judge.profiled(after, run("deep_profile", FAST, 2), math.inf)
     with pytest.raises(ValueError, match="decides candidates and finalists"):
         judge.start(role=Role.INCUMBENT, test_seed=0, history=RunMedians(), digests=("a", "b"))
 
@@ -123,16 +135,19 @@ def test_near_the_threshold_a_deep_profile_is_asked_for_and_its_ncu_regression_v
     near = SLOW / 1.012  # 1.012x: within a point of the 1.01x threshold
     ruling, asked = drive(judge, open_candidate(judge, evidence=evidence), candidate_us=near,
                           deep_profile={"ncu": {"summary": {"duration_us": 103.0}}})
-    [deep] = [a for a in asked if isinstance(a, Profile)]
+    [summary, deep] = [a for a in asked if isinstance(a, Profile)]
+    assert (summary.level, summary.role) == ("summary", Role.PROFILE)
+    assert (deep.level, deep.role) == ("deep", Role.DEEP_PROFILE)
     assert deep.reasons == ("near_threshold",) and deep.notes == ("deep_profile=taken reasons=near_threshold",)
-    assert ruling.deep_profile is not None and [e.label for e in ruling.evaluations][-1] == "deep_profile"
+    assert ruling.deep_profile is not None
+    assert [e.label for e in ruling.evaluations][-2:] == ["profile", "deep_profile"]
     assert ruling.verdict.decision.gates["profile"] is False and ruling.decision.status is DecisionStatus.REJECTED
     assert ruling.decision.reason.startswith("profile veto: ncu duration regressed: candidate 103.000us")
     assert ruling.verdicts[0].decision.status is DecisionStatus.PROMOTED  # what the benchmark alone said
     assert ruling.profiles["c"].profile == {"ncu": {"summary": {"duration_us": 103.0}}}
-    # no time left: the deep profile is skipped, and the summary evidence decides
-    cut, asked = drive(judge, open_candidate(judge, evidence=evidence), candidate_us=near, seconds_left=0.0)
-    assert not any(isinstance(a, Profile) for a in asked) and cut.promoted
+    # no time left after the summary profile: the deep profile is skipped, and the summary evidence decides
+    cut, asked = drive(judge, open_candidate(judge, evidence=evidence), candidate_us=near, seconds_after_profile=0.0)
+    assert [a.role for a in asked if isinstance(a, Profile)] == [Role.PROFILE] and cut.promoted
     assert cut.notes[-1].startswith("deep_profile=skipped reason=")
     # profiling off: no evidence judged, no profile compared
     off, asked = drive(judge, open_candidate(judge), candidate_us=near)
@@ -147,3 +162,89 @@ def test_a_replay_carries_the_recorded_veto_and_noise_gate():
     assert held.verdict.decision.gates["noise"] is False and held.verdict.decision.reason == ""
     # the carried gate holds however many runs come: each pair is decided again with it
     assert held.pairs == 2 and [v.decision.gates["noise"] for v in held.verdicts] == [False, False, False]
+
+
+# ---- the candidate's profile: taken after a promoting verdict only ---------------------------------------------
+
+REQUIRED = Evidence(required=("proton",))
+
+
+def test_a_rejected_candidate_is_never_profiled():
+    judge = referee()
+    ruling, asked = drive(judge, open_candidate(judge, evidence=REQUIRED), candidate_us=SLOW * 1.03,
+                          candidate_profile=proton(SLOW * 1.03))
+    assert not any(isinstance(a, Profile) for a in asked)
+    assert [a.profile_level for a in asked] == [None, None, None]
+    assert ruling.decision.status is DecisionStatus.REJECTED and ruling.decision.reason.startswith("speedup 0.97")
+    assert ruling.profile is None and [e.label for e in ruling.evaluations] == ["incumbent", "candidate", "incumbent"]
+    assert ruling.notes[-1] == "profile=skipped reason='not promoted on its runs: a rejection needs no profile'"
+    assert ruling.profiles is None  # nothing compared: no profile was taken
+
+
+def test_a_promoted_candidate_is_profiled_once_and_promoted_when_its_profile_agrees():
+    judge = referee()
+    ruling, asked = drive(judge, open_candidate(judge, evidence=REQUIRED), candidate_profile=proton(FAST))
+    [profile] = [a for a in asked if isinstance(a, Profile)]
+    assert (profile.level, profile.role) == ("summary", Role.PROFILE)
+    assert profile.notes == ("profile=taken reason='promoted on its runs: its profile is the evidence'",)
+    assert all(a.profile_level is None for a in asked if isinstance(a, Measure))
+    assert ruling.promoted and ruling.verdict.decision.gates["profile"] is True
+    assert [e.label for e in ruling.evaluations] == ["incumbent", "candidate", "incumbent", "profile"]
+    assert ruling.profile is ruling.evaluations[-1] and ruling.profiles["c"].profile == proton(FAST)
+
+
+def test_a_promoted_candidate_whose_profile_disagrees_with_its_benchmark_is_not_promoted():
+    judge = referee()
+    ruling, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), candidate_profile=proton(FAST / 3))
+    benchmark = ruling.verdicts[0].comparisons[0].candidate_median_us
+    assert ruling.verdicts[0].decision.status is DecisionStatus.PROMOTED  # what the runs alone said
+    assert not ruling.promoted and ruling.verdict.decision.gates["profile"] is False
+    assert ruling.decision.reason == (f"profile veto: profile evidence: c: Proton {FAST / 3:.1f} us vs benchmark "
+                                      f"{benchmark:.1f} us (they must agree within 1.5x + 2 us on the same inputs, "
+                                      "poison and flush)")
+
+
+def test_a_promoted_candidate_without_its_profile_is_not_promoted():
+    judge = referee()
+    missing, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), candidate_profile=None)
+    assert not missing.promoted
+    assert missing.decision.reason == "profile veto: profile evidence: profile missing for c: Proton (no profile came back)"
+    not_taken = "profile veto: profile evidence: not taken for c (budget: the run's time ran out before it; not " \
+                "promoted without it)"
+    cut_run = run(Role.PROFILE.value, FAST, 9)
+    cut_run.cases[0].profile_not_taken = "budget"
+    cut, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), profile_run=cut_run)
+    assert not cut.promoted and cut.decision.reason == not_taken
+    assert [e.label for e in cut.evaluations][-1] == "profile"
+    # no time left for it at all: not asked for, and not promoted without it
+    unfit, asked = drive(judge, open_candidate(judge, evidence=REQUIRED), seconds_left=0.0)
+    assert not any(isinstance(a, Profile) for a in asked)
+    assert not unfit.promoted and unfit.decision.reason == not_taken
+    assert unfit.notes[-1] == "profile=skipped reason='no time left before the deadline'"
+    # a run that requires no evidence decides on the measurements
+    measured, _ = drive(judge, open_candidate(judge, evidence=Evidence()), seconds_left=0.0)
+    assert measured.promoted
+
+
+def test_a_profile_run_that_fails_keeps_the_candidate_from_promotion():
+    judge = referee()
+    crashed = run(Role.PROFILE.value, FAST, 9, status=EvaluationStatus.CRASHED)
+    ruling, _ = drive(judge, open_candidate(judge, evidence=Evidence()), profile_run=crashed)
+    assert not ruling.promoted
+    assert ruling.decision.reason == "profile veto: the candidate's profile run ended crashed: worker exited with -11"
+
+
+def test_a_candidate_run_recorded_with_its_profiles_is_judged_on_them_and_asks_for_none():
+    judge = referee()
+    agreed, asked = drive(judge, open_candidate(judge, evidence=REQUIRED), recorded_profile=proton(FAST))
+    assert not any(isinstance(a, Profile) for a in asked) and agreed.promoted
+    assert agreed.profile is None and agreed.profiles["c"].profile == proton(FAST)
+    disagreed, asked = drive(judge, open_candidate(judge, evidence=REQUIRED), recorded_profile=proton(FAST / 3))
+    assert not any(isinstance(a, Profile) for a in asked) and not disagreed.promoted
+    assert disagreed.decision.reason.startswith(f"profile veto: profile evidence: c: Proton {FAST / 3:.1f} us vs")
+    # a slower one recorded with its profiles is judged on them too, as it was: the deep-profile call says why not
+    slower, asked = drive(judge, open_candidate(judge, evidence=REQUIRED), candidate_us=SLOW * 1.03,
+                          recorded_profile=proton(SLOW * 1.03))
+    assert not any(isinstance(a, Profile) for a in asked) and not slower.promoted
+    assert slower.notes[-1] == "deep_profile=skipped reason='clearly below the threshold'"
+    assert slower.profiles is not None

@@ -158,8 +158,8 @@ def kill_and_resume(tmp: Path, kind: str, lines: int, reference: dict) -> None:
         assert git(repo, "status", "--porcelain") == ""
 
 
-# journal lines of the replay run: 1 run_started, 2 commit_prepared, 3 baseline, 4-7 r001-c000 (7: promoted),
-# 8 its commit, ..., the promotions' commit events, rounds_ended, the finalist's runs
+# journal lines of the replay run: 1 run_started, 2 commit_prepared, 3 baseline, 4-8 r001-c000 (7: its profile
+# after the verdict, 8: promoted), 9 its commit, ..., the promotions' commit events, rounds_ended, the finalist's runs
 REPLAY_POINTS = [3, 7, 8, 14, 24]
 REPLAY_SLOW_POINTS = [1, 2, 5, 9, 11, 17, 20, 22, 26]
 TUNE_POINTS = [2, 6, 12]

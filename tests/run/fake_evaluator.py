@@ -117,17 +117,43 @@ def synthetic(*, drift: float = 0.001, noise: float = 0.003, samples: int = 30, 
 # ---- recorded evaluations: what a recorded run measured ------------------------------------------------------
 
 
+def profiled(*, not_taken: set[tuple[str, str]] = frozenset(), failed: set[tuple[str, str]] = frozenset()):
+    """Synthetic samples with a Proton profile that agrees with them (the source's latency) wherever a profile is
+    asked for; for the (experiment, tag) pairs in `not_taken` the run's time allowed none, in `failed` the
+    profiler failed."""
+    honest = synthetic()
+
+    def respond(request: Request, cases):
+        evaluation = honest(request, cases)
+        if request.profile_level is None:
+            return evaluation
+        latency = float(LATENCY.search(request.source).group(1))
+        for case, measured in zip(cases, evaluation.cases, strict=True):
+            kernel_us = latency * float(case.parameters.get("cost", 1.0))
+            if (request.experiment_id, request.tag) in not_taken:
+                measured.profile_not_taken = "budget"
+            elif (request.experiment_id, request.tag) in failed:
+                measured.profile = {"available": False, "error": "RuntimeError: the profiler crashed"}
+            elif measured.correct:
+                measured.profile = {"proton": {"available": True, "main_kernel_us": kernel_us,
+                                               "non_main_kernel_us": 0.0, "total_kernel_us": kernel_us}}
+        return evaluation
+
+    return respond
+
+
 def recorded(experiments: list[ExperimentRecord]) -> Respond:
     """Each evaluation a recorded run made, found by the experiment's id and the worker's tag: `<index>-<role>`
-    is the record's evaluation at that index, `deep-profile` its deep profile, `baseline` the baseline's."""
+    is the record's evaluation at that index, `profile` and `deep-profile` its profiles, `baseline` the baseline's."""
     by_id = {record.experiment_id: record for record in experiments}
+    profiles = {"profile": Role.PROFILE.value, "deep-profile": Role.DEEP_PROFILE.value}
 
     def respond(request: Request, cases: list[Case]) -> Evaluation:
         record = by_id[request.experiment_id]
         if request.tag == "baseline":
             return record.evaluations[0]
-        if request.tag == "deep-profile":
-            return next(e for e in record.evaluations if e.label == Role.DEEP_PROFILE.value)
+        if request.tag in profiles:
+            return next(e for e in record.evaluations if e.label == profiles[request.tag])
         index, _, label = request.tag.partition("-")
         evaluation = record.evaluations[int(index)]
         assert evaluation.label == label == request.role.value, (request, evaluation.label)

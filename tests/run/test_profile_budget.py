@@ -8,6 +8,7 @@ missing for any other reason vetoes it too."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -15,6 +16,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from orchestrator.decision.simulate import recorded_seed, simulate_run
+from orchestrator.ledger.records import load_records
 from orchestrator.providers.replay import ReplayProvider
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
 from orchestrator.worker.process import SubprocessSpawner
@@ -24,7 +27,7 @@ from protocol.results import Evaluation, EvaluationStatus
 from protocol.roles import Role
 from tests.conftest import PROJECT_ROOT, synthetic_kernel, write_candidates
 from tests.faults.corpus import processes_of_run
-from tests.run.fake_evaluator import Request, run_in_process, synthetic
+from tests.run.fake_evaluator import Request, profiled, recorded, run_in_process
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -86,34 +89,12 @@ def test_a_profile_that_outlasts_its_own_deadline_while_the_run_has_time_fails_t
 
 # ---- the loop: what the referee makes of a profile not taken -----------------------------------------------
 
-def profiled(*, not_taken: set[tuple[str, str]] = frozenset(), failed: set[tuple[str, str]] = frozenset()):
-    """Synthetic samples with a Proton profile that agrees with them wherever a profile is asked for; for the
-    (experiment, tag) pairs in `not_taken` the run's time allowed none, in `failed` the profiler failed."""
-    honest = synthetic()
-
-    def respond(request: Request, cases):
-        evaluation = honest(request, cases)
-        if request.profile_level is None:
-            return evaluation
-        for case in evaluation.cases:
-            if (request.experiment_id, request.tag) in not_taken:
-                case.profile_not_taken = "budget"
-            elif (request.experiment_id, request.tag) in failed:
-                case.profile = {"available": False, "error": "RuntimeError: the profiler crashed"}
-            elif case.stats is not None:
-                case.profile = {"proton": {"available": True, "main_kernel_us": case.stats.median,
-                                           "non_main_kernel_us": 0.0, "total_kernel_us": case.stats.median}}
-        return evaluation
-
-    return respond
-
-
 FASTER = synthetic_kernel(50.0)
 PROFILED_BUNDLE = PROJECT_ROOT / "tests" / "e2e" / "synthetic"
 
 
 def test_a_candidate_whose_profile_the_budget_cut_keeps_its_measurements_but_is_not_promoted(tmp_path):
-    cut = {("r001-c000", "1-candidate")}
+    cut = {("r001-c000", "profile")}
     run = run_in_process(PROFILED_BUNDLE, tmp_path / "out",
                          ReplayProvider(write_candidates(tmp_path / "cands", [FASTER])), profiled(not_taken=cut),
                          budget=Budget(max_rounds=1, candidates_per_round=1, max_total_seconds=3600), profile=True)
@@ -126,19 +107,18 @@ def test_a_candidate_whose_profile_the_budget_cut_keeps_its_measurements_but_is_
     candidate = next(e for e in record.evaluations if e.label == "candidate")
     assert candidate.status is EvaluationStatus.OK and all(c.correct and c.stats for c in candidate.cases)
     assert record.profiles_not_taken == [
-        "candidate run, case small: profile not taken: budget (the run's time for it ran out)",
-        "candidate run, case large: profile not taken: budget (the run's time for it ran out)"]
+        "profile run, case small: profile not taken: budget (the run's time for it ran out)",
+        "profile run, case large: profile not taken: budget (the run's time for it ran out)"]
     assert any("r001-c000 profile_not_taken=budget" in line for line in run.log_lines)
-    # the candidate's run was given until the deadline less the incumbent run still to come after it
-    request = next(r for r in run.evaluator.requests if r.tag == "1-candidate")
-    assert request.profile_until == pytest.approx(request.deadline - 0.5)
-    incumbent = next(r for r in run.evaluator.requests if r.tag == "2-incumbent")
-    assert incumbent.role is Role.INCUMBENT and incumbent.profile_level is None
+    # the candidate's runs are not profiled; its profile, after the verdict, was given until the deadline
+    assert [r.profile_level for r in run.evaluator.requests if r.experiment_id == "r001-c000"] == [
+        None, None, None, "summary"]
+    request = next(r for r in run.evaluator.requests if r.tag == "profile")
+    assert request.role is Role.PROFILE and not request.benchmark and request.profile_until == request.deadline
 
 
-def test_without_required_evidence_a_budget_cut_profile_leaves_the_decision_to_the_measurements(tmp_path):
-    cut = {("r001-c000", "1-candidate"), ("final", "1-final")}
-    respond = profiled(not_taken=cut)
+def test_without_required_evidence_no_candidate_is_profiled_and_a_budget_cut_one_decides_nothing(tmp_path):
+    respond = profiled(not_taken={("final", "1-final")})
 
     def no_profiler_for_the_untouched_kernel(request: Request, cases):
         evaluation = respond(request, cases)
@@ -153,14 +133,63 @@ def test_without_required_evidence_a_budget_cut_profile_leaves_the_decision_to_t
                          budget=Budget(max_rounds=1, candidates_per_round=1, max_total_seconds=3600), profile=True)
     assert run.result.report.profile_evidence == []
     assert run.decisions() == {"baseline": "baseline", "r001-c000": "promoted", "final": "revalidated"}
-    assert len(run.experiment("r001-c000").profiles_not_taken) == 2
+    # nothing to judge a candidate's profile against: the promoted candidate gets no profile worker
+    assert [e.label for e in run.experiment("r001-c000").evaluations] == ["incumbent", "candidate", "incumbent"]
+    # the finalist's run brings its profile: given until the deadline less the incumbent run still to come after it
+    request = next(r for r in run.evaluator.requests if r.tag == "1-final")
+    assert request.profile_level == "deep" and request.profile_until == pytest.approx(request.deadline - 0.5)
 
 
 def test_a_profile_missing_for_another_reason_still_vetoes(tmp_path):
     run = run_in_process(PROFILED_BUNDLE, tmp_path / "out",
                          ReplayProvider(write_candidates(tmp_path / "cands", [FASTER])),
-                         profiled(failed={("r001-c000", "1-candidate")}),
+                         profiled(failed={("r001-c000", "profile")}),
                          budget=Budget(max_rounds=1, candidates_per_round=1, max_total_seconds=3600), profile=True)
     record = run.experiment("r001-c000")
     assert record.decision.status.value == "rejected" and record.profiles_not_taken == []
     assert "profile evidence: profile missing for small" in record.decision.reason
+
+
+# ---- the loop: only a candidate its runs promote is profiled -----------------------------------------------
+
+SLOWER = synthetic_kernel(150.0)
+FASTEST = synthetic_kernel(25.0)
+
+
+def test_only_a_candidate_promoted_on_its_runs_is_profiled(tmp_path):
+    run = run_in_process(PROFILED_BUNDLE, tmp_path / "out",
+                         ReplayProvider(write_candidates(tmp_path / "cands", [SLOWER, FASTER, FASTEST])), profiled(),
+                         budget=Budget(max_rounds=3, candidates_per_round=1, max_total_seconds=3600), profile=True)
+    assert run.result.report.profile_evidence == ["proton"]
+    assert run.decisions() == {"baseline": "baseline", "r001-c000": "rejected", "r002-c000": "promoted",
+                               "r003-c000": "promoted", "final": "revalidated"}
+    slower, faster = run.experiment("r001-c000"), run.experiment("r002-c000")
+    assert [e.label for e in slower.evaluations] == ["incumbent", "candidate", "incumbent"]
+    assert all(case.profile is None for e in slower.evaluations for case in e.cases)
+    assert any(line.endswith("r001-c000 profile=skipped reason='not promoted on its runs: a rejection needs no "
+                             "profile'") for line in run.log_lines)
+    assert [e.label for e in faster.evaluations] == ["incumbent", "candidate", "incumbent", "profile"]
+    assert faster.decision.gates["profile"] is True
+    assert [(r.experiment_id, r.tag, r.profile_level, r.benchmark) for r in run.evaluator.requests
+            if r.profile_level] == [("baseline", "baseline", "deep", True), ("r002-c000", "profile", "summary", False),
+                                    ("r003-c000", "profile", "summary", False), ("final", "1-final", "deep", True)]
+    # once promoted, its profile (taken apart from its runs) is what the next candidate's is compared with
+    compared = json.loads((run.output_dir / "experiments/r003-c000/profile.json").read_text())
+    assert compared["small"]["deltas"]["proton.main_kernel_us"]["incumbent"] == 50.0
+    assert compared["small"]["deltas"]["proton.main_kernel_us"]["candidate"] == 25.0
+    # `simulate` reads these records (the profile is no run of the decision) and takes the same decisions
+    records = load_records(run.output_dir)
+    replay = simulate_run(records.experiments, records.cases, settings=records.settings)
+    assert replay.all_match and [row.experiment_id for row in replay.experiments] == [
+        "r001-c000", "r002-c000", "r003-c000", "final"]
+    # and the loop fed these records (each profile answered by the recorded one) takes them again
+    seeds = {record.experiment_id: recorded_seed(record.statistics) or 0 for record in records.experiments}
+    again = run_in_process(PROFILED_BUNDLE, tmp_path / "again",
+                           ReplayProvider(write_candidates(tmp_path / "cands2", [SLOWER, FASTER, FASTEST])),
+                           recorded(records.experiments), test_seed=seeds.__getitem__,
+                           budget=Budget(max_rounds=3, candidates_per_round=1, max_total_seconds=3600), profile=True)
+    assert again.decisions() == run.decisions()
+    assert [(r.experiment_id, r.tag) for r in again.evaluator.requests] == [
+        (r.experiment_id, r.tag) for r in run.evaluator.requests]
+    for record in records.experiments:
+        assert again.experiment(record.experiment_id).decision == record.decision
