@@ -42,18 +42,21 @@ FAILURE_STATUSES = frozenset({"build_failed", "incorrect", "timeout", "crashed",
 MARKER = "__MARKER__"  # replaced per run: the test's handle on processes a candidate detaches
 OUTCOMES: list[str] = []  # one summary line per run, printed at the end by tests/cheats/conftest.py
 
-# The example's two cases, both protected, one ragged; a short budget keeps a run near half a minute.
+# The example's two cases, both protected, one ragged, small enough for the interpreter (it runs every program
+# in Python: vector_add n4096 took 0.10 s a call and softmax 16x256 0.45 s, so the judge's minimum of ten timed
+# calls a case, not the budget, bounded each worker) and still several blocks of the untouched kernel: 32 of
+# vector_add's, and 6 column tiles a softmax row, each row a program.
 CASES: dict[str, list[dict[str, Any]]] = {
     "vector_add": [
-        {"case_id": "n4096", "parameters": {"n": 4096, "budget_seconds": 0.3}, "weight": 2.0,
+        {"case_id": "n2048", "parameters": {"n": 2048, "budget_seconds": 0.3}, "weight": 2.0,
          "protected": True},
-        {"case_id": "ragged_3001", "parameters": {"n": 3001, "budget_seconds": 0.3}, "weight": 1.0,
+        {"case_id": "ragged_1531", "parameters": {"n": 1531, "budget_seconds": 0.3}, "weight": 1.0,
          "protected": True},
     ],
     "softmax": [
-        {"case_id": "rows16_cols256", "parameters": {"m": 16, "n": 256, "budget_seconds": 0.3}, "weight": 2.0,
+        {"case_id": "rows8_cols192", "parameters": {"m": 8, "n": 192, "budget_seconds": 0.3}, "weight": 2.0,
          "protected": True},
-        {"case_id": "ragged_13x300", "parameters": {"m": 13, "n": 300, "budget_seconds": 0.3}, "weight": 1.0,
+        {"case_id": "ragged_7x150", "parameters": {"m": 7, "n": 150, "budget_seconds": 0.3}, "weight": 1.0,
          "protected": True},
     ],
 }
