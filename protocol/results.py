@@ -288,6 +288,9 @@ class RunReport(StrictModel):
     # what the run's workers cost: how many, and seconds per phase summed over all of them ("wall": their total)
     workers: int = 0
     worker_seconds: dict[str, float] = Field(default_factory=dict)
+    # where the judges' verify went, by step (the candidate's CUDA start, its recorded calls, loading the
+    # binaries, replays, references), summed over every case of every evaluation (docs/performance.md)
+    verify_seconds: dict[str, float] = Field(default_factory=dict)
     physics: str = ""  # the peaks the physics check used, or why there was none
     profile_evidence: list[str] = Field(default_factory=list)  # the profilers every candidate had to bring
     # calls in which the provider raised (each a failed proposal, its traceback under provider_failures/)

@@ -240,7 +240,8 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
             percent_of_copy_ceiling=rate.percent_of_copy_ceiling if rate else None))
     aggregate = final_record.aggregate_speedup if final_record else 1.0
     required = tools_with_evidence(profiles_by_case(baseline)) if config.profile else []
-    workers = [evaluation.worker for record in state_experiments for evaluation in record.evaluations]
+    evaluations = [evaluation for record in state_experiments for evaluation in record.evaluations]
+    workers = [evaluation.worker for evaluation in evaluations]
     report = RunReport(warnings=run_warnings(inputs.target, baseline, config.profile, required),
                        workload=workload, device=baseline.worker.device, backend=inputs.target.backend,
                        architecture=inputs.target.architecture, aggregate_speedup=aggregate,
@@ -250,7 +251,8 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                        verdict_fallback=baseline.worker.verdict_fallback,
                        physics=device_peaks_line(baseline.worker.device), profile_evidence=required,
                        provider_failures=provider_failures, workers=len(workers),
-                       worker_seconds=worker_cost(workers), finalists=list(finalists or []))
+                       worker_seconds=worker_cost(workers), verify_seconds=verify_cost(evaluations),
+                       finalists=list(finalists or []))
     return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
                      stopping_detail=stopping_detail, winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,
                      final=final, experiments=state_experiments, commits=commits, wall_seconds=wall_seconds,
@@ -264,6 +266,20 @@ def worker_cost(workers: list[WorkerRecord]) -> dict[str, float]:
         for phase, seconds in worker.phases.items():
             totals[phase] = totals.get(phase, 0.0) + seconds
     return {phase: round(seconds, 3) for phase, seconds in totals.items()}
+
+
+def verify_cost(evaluations: list[Evaluation]) -> dict[str, float]:
+    """The judges' verify steps (`verify.<step>_seconds` in each case's metrics) summed over the run's
+    evaluations, by step: where the `verify` phase of `worker_cost` went."""
+    totals: dict[str, float] = {}
+    for evaluation in evaluations:
+        for case in evaluation.cases:
+            for key, value in case.metrics.items():
+                if key.startswith("verify.") and key.endswith("_seconds") and isinstance(value, (int, float)) \
+                        and not isinstance(value, bool):
+                    step = key.removeprefix("verify.").removesuffix("_seconds")
+                    totals[step] = totals.get(step, 0.0) + float(value)
+    return {step: round(seconds, 3) for step, seconds in sorted(totals.items())}
 
 
 def run_warnings(target: Target, baseline: Evaluation, profile: bool, required: list[str]) -> list[str]:

@@ -11,7 +11,7 @@ it can lie here only to fail. Messages (JSON lines over its own socket):
     judge -> {"kind": "call", "slot", "nonce"}               <- {"kind": "called", "nonce", "outputs"}
                                                              or {"kind": "raised", "nonce", "failure"}
     GPU targets (record and replay, `recording.py`): the inputs are copied to the GPU and the entry recorded
-    judge -> {"kind": "record", "slot", "nonce"}             <- {"kind": "recorded", "record", "outputs"}
+    judge -> {"kind": "record", "slot", "nonce"}             <- {"kind": "recorded", "record", "outputs", "timings"}
     judge -> {"kind": "kernel", "hash"}                      <- {"kind": "kernel", "payload"}
 Any reply also carries `attempts`: what the sandbox refused since the last reply (attempt_monitor), and, when
 the worker pins autotune choices, `autotune`: what this process's autotuners did (autotune_guard). The guard
@@ -22,6 +22,7 @@ was installed in the worker before the fork, so an autotuned entry's first call 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,15 +123,17 @@ class CandidateLoop:
         if self.layout is None or self.entry is None:
             return {"kind": "raised", "nonce": nonce,
                     "failure": failure_event(None, "verify", RuntimeError("record before build and layout"))}
+        started = time.perf_counter()
         activate_triton_cuda()  # once it has run, a check and a return
         inputs, outputs = self.slot_views[int(message["slot"])]
         on_gpu = [tensor.to("cuda") for tensor in inputs]
         written = [torch.empty(o.shape, dtype=o.dtype, device="cuda") for o in outputs] \
             if self.layout.outputs_are_arguments else []
         arguments = [on_gpu[a["tensor"]] if "tensor" in a else a.get("value") for a in self.layout.arguments]
+        timings: dict[str, float] = {"cuda": time.perf_counter() - started}  # this process's own account
         try:
             record, returned, kernels = record_call(self.entry, [*on_gpu, *written], [*arguments, *written],
-                                                    self.layout.outputs_are_arguments)
+                                                    self.layout.outputs_are_arguments, timings=timings)
             described = None
             if self.layout.outputs_are_arguments:
                 for slot_tensor, tensor in zip(outputs, written, strict=True):
@@ -142,7 +145,7 @@ class CandidateLoop:
                 raise
             return {"kind": "raised", "nonce": nonce, "failure": failure_event(None, "verify", exc)}
         self.kernels.update(kernels)
-        return {"kind": "recorded", "nonce": nonce, "record": record, "outputs": described}
+        return {"kind": "recorded", "nonce": nonce, "record": record, "outputs": described, "timings": timings}
 
     def on_kernel(self, message: dict[str, Any]) -> dict[str, Any]:
         from sandbox_worker.judged.recording import kernel_payload

@@ -39,6 +39,7 @@ from sandbox_worker.judged.judge import (
 )
 from sandbox_worker.judged.replay import KernelLibrary, Recording, RecordRefused, ReplayPlan, parse_record
 from sandbox_worker.judged.slots import plan_layout
+from sandbox_worker.judged.step_clock import candidate_reported
 
 BENCHMARK_SALT_BASE = 1_000_000
 PROFILE_SALT_BASE = 2_000_000
@@ -101,23 +102,30 @@ class GpuJudge(Judge):
     # ---- verify ----------------------------------------------------------------------------------------
 
     def _verify_trials(self, case: dict[str, Any]) -> dict[str, Any]:
-        source = self._source(case, 0)
-        problem = source.require_deterministic_inputs(VERIFY_SALTS[0])
+        clock = self.clock
+        with clock.step("output_probe"):  # the reference that tells the outputs' shapes, once per case
+            source = self._source(case, 0)
+        with clock.step("inputs"):
+            problem = source.require_deterministic_inputs(VERIFY_SALTS[0])
         if problem is not None:
             return checks.verdict(False, problem)
         trials, structures, verdicts = [], [], []
-        for salt in VERIFY_SALTS:
-            drawn = source.draw(salt)
+        for index, salt in enumerate(VERIFY_SALTS):
             try:
-                recording, described = self._record(drawn, case)
+                with clock.step("inputs"):  # the input set, drawn on the judge's GPU
+                    drawn = source.draw(salt)
+                recording, described = self._record(drawn, case, "record_first" if index == 0 else "record")
                 plan = ReplayPlan(recording, self.library)
                 plan.check_arity()
                 source.bind = plan.bind
-                call = source.prepare(drawn)
-                returned = self._replay_synchronized(call)
+                with clock.step("inputs"):  # the wrapper's buffers and the outputs poisoned
+                    call = source.prepare(drawn)
+                with clock.step("replay"):
+                    returned = self._replay_synchronized(call)
             except RecordRefused as exc:
                 return checks.verdict(False, str(exc))
-            verdict, expected = source.check(call, returned, keep_expected=True)
+            with clock.step("check"):  # the reference on the private copy, then the comparison
+                verdict, expected = source.check(call, returned, keep_expected=True)
             if described is not None and not self.spec.outputs_are_arguments:
                 problem = returned_problem(described, expected, self.spec.compare, device="cuda")
                 if problem is not None:  # what the entry said it returned is wrong: say that first
@@ -145,9 +153,9 @@ class GpuJudge(Judge):
         torch.cuda.synchronize(self.device)
         return returned
 
-    def _record(self, drawn: Drawn, case: dict[str, Any]) -> tuple[Recording, Any]:
+    def _record(self, drawn: Drawn, case: dict[str, Any], step: str = "record") -> tuple[Recording, Any]:
         """The candidate records its entry on this input set (copied through the slot); kernels it names
-        that the judge has not loaded are fetched and loaded."""
+        that the judge has not loaded are fetched and loaded. Timed as `step` and `kernel_load`."""
         import torch
 
         shapes = self._output_specs(case)
@@ -163,14 +171,18 @@ class GpuJudge(Judge):
             view.copy_(argument)  # device to the shared host slot
         checks.poison_(outputs)
         self.recorded_slot = slot
-        reply = self._request({"kind": "record", "slot": slot}, ("recorded", "raised"))[0]
+        with self.clock.step(step):
+            reply = self._request({"kind": "record", "slot": slot}, ("recorded", "raised"))[0]
         if reply["kind"] == "raised":
             raise CandidateRaised(reply["failure"] if isinstance(reply.get("failure"), dict) else {})
+        for name, seconds in candidate_reported(reply.get("timings")).items():
+            self.clock.add(f"{step}.{name}", seconds)  # the candidate's own word: a record, never a verdict
         recording = parse_record(reply.get("record"), len(inputs) + (len(outputs) if self.spec.outputs_are_arguments else 0))
-        for key in recording.kernel_hashes:
-            if key not in self.library:
-                payload = self._request({"kind": "kernel", "hash": key}, ("kernel",))[0]
-                self.library.load(key, payload.get("payload"))
+        with self.clock.step("kernel_load"):
+            for key in recording.kernel_hashes:
+                if key not in self.library:
+                    payload = self._request({"kind": "kernel", "hash": key}, ("kernel",))[0]
+                    self.library.load(key, payload.get("payload"))
         return recording, reply.get("outputs")
 
     def _own_outputs_problem(self, expected: tuple[Any, ...], drawn: Drawn) -> str | None:

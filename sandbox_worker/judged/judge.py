@@ -20,6 +20,7 @@ from sandbox_worker.harness_kit import checks
 from sandbox_worker.harness_kit.sampling import SamplingLimits, collect, warm_up
 from sandbox_worker.judged.process import CandidateBrokeProtocol, CandidateProcess
 from sandbox_worker.judged.slots import SlotLayout, plan_layout, require_fit, slot_views
+from sandbox_worker.judged.step_clock import StepClock
 
 SLOTS = 2  # calls alternate between two slots, so an address-keyed cache sees two addresses, both refilled
 CACHE_POLICY_JUDGED = "judged_cpu_round_trip"
@@ -75,6 +76,7 @@ class Judge:
     # its own word, never a verdict
     candidate_autotune: dict[str, Any] | None = None
     records_launches = False  # GpuJudge: replays recorded launches instead of calling the candidate per sample
+    clock: StepClock = field(default_factory=StepClock)  # the current verify's seconds per step
 
     @classmethod
     def start(cls, spec: Any, target: dict[str, Any], kernel_path: str, *, writable_dirs: list[str] | None,
@@ -103,16 +105,22 @@ class Judge:
         """Two trials on fresh inputs in the same slots; the outputs must follow the inputs."""
         if self.spec.verify_blocker:
             return checks.verdict(False, self.spec.verify_blocker)
+        self.clock = StepClock()
         result = self._verify_trials(case)
         if not result["passed"] and self.spec.failure_note:
             result["diagnostics"] += f" ({self.spec.failure_note})"
+        result["metrics"].update(self.clock.metrics())
         return result
 
     def _verify_trials(self, case: dict[str, Any]) -> dict[str, Any]:
         trials, verdicts = [], []
-        for salt in VERIFY_SALTS:
-            prepared = self._prepare(case, salt)
-            verdict = self._check(prepared, self._call(prepared)[0])
+        for index, salt in enumerate(VERIFY_SALTS):
+            with self.clock.step("inputs"):  # the inputs, the reference on private copies, the poisoned slot
+                prepared = self._prepare(case, salt)
+            with self.clock.step("call_first" if index == 0 else "call"):
+                reply = self._call(prepared)[0]
+            with self.clock.step("check"):
+                verdict = self._check(prepared, reply)
             if not verdict["passed"]:
                 return verdict
             trials.append((prepared.expected, self._read_outputs(prepared.slot)))

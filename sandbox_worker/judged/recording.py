@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -178,16 +179,23 @@ def _recording(recorder: _Recorder) -> Iterator[None]:
 
 
 def record_call(entry: Callable[..., Any], inputs: list[Any], arguments: list[Any],
-                outputs_are_arguments: bool) -> tuple[dict[str, Any], Any, dict[str, Any]]:
-    """Warm call, then the recorded call; returns (record, what the recorded call returned, kernels by hash)."""
+                outputs_are_arguments: bool, timings: dict[str, float] | None = None
+                ) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    """Warm call, then the recorded call; returns (record, what the recorded call returned, kernels by hash).
+    `timings` gets the seconds of each (`warm_call`: the first compile or cache hit is here)."""
     import torch
 
+    timings = {} if timings is None else timings
+    started = time.perf_counter()
     entry(*arguments)
     torch.cuda.synchronize()
+    timings["warm_call"] = time.perf_counter() - started
     recorder = _Recorder(_Storages(inputs))
+    started = time.perf_counter()
     with _recording(recorder):
         returned = entry(*arguments)
     torch.cuda.synchronize()
+    timings["recorded_call"] = time.perf_counter() - started
     values = () if outputs_are_arguments else (tuple(returned) if isinstance(returned, (tuple, list)) else (returned,))
     outputs = [recorder.storages.view(v) if isinstance(v, torch.Tensor) and v.is_cuda
                else {"not_a_cuda_tensor": type(v).__name__} for v in values]

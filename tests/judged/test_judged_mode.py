@@ -179,6 +179,13 @@ def test_honest_kernel_is_judged_from_another_process(tmp_path):
     assert [(s.phase, s.case_id) for s in evaluation.command_seeds] == [("verify", "n256"), ("benchmark", "n256")]
     assert all(0 <= s.seed < 2**64 for s in evaluation.command_seeds)
     assert max(s.seed for s in evaluation.command_seeds) >= 2**32
+    # the judge timed its verify step by step, on its own clock: the inputs and reference, the candidate's two
+    # calls (the first imports and runs the kernel for the first time), the checks; together at most the phase
+    steps = {key: value for key, value in case.metrics.items() if key.startswith("verify.")}
+    assert set(steps) == {"verify.inputs_seconds", "verify.call_first_seconds", "verify.call_seconds",
+                          "verify.check_seconds"}, steps
+    assert all(value > 0 for value in steps.values()), steps
+    assert sum(steps.values()) <= case.phase_seconds["verify"]
 
 
 def test_a_target_can_keep_the_verdict_in_the_candidates_process(tmp_path):

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import trio
 
-from orchestrator.ledger.reporting import worker_cost
+from orchestrator.ledger.reporting import verify_cost, worker_cost
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation
 from orchestrator.worker.process import SubprocessSpawner
 from protocol.bundle import load_cases_file, load_target_file
-from protocol.results import WorkerRecord
+from protocol.results import CaseMeasurement, Evaluation, EvaluationStatus, WorkerRecord
 from protocol.worker import IsolationConfig
+from sandbox_worker.judged.step_clock import StepClock, candidate_reported
 from tests.conftest import SYNTHETIC
 
 
@@ -42,3 +43,32 @@ def test_the_run_sums_each_phase_over_its_workers():
                WorkerRecord(wall_seconds=5.0, phases={"start": 1.5, "benchmark": 3.0})]
     assert worker_cost(workers) == {"wall": 8.0, "start": 2.5, "verify": 2.0, "benchmark": 3.0}
     assert worker_cost([]) == {"wall": 0.0}
+
+
+def test_the_run_sums_the_judges_verify_steps_over_every_case_of_every_evaluation():
+    def evaluation(*metrics: dict) -> Evaluation:
+        return Evaluation(label="candidate", status=EvaluationStatus.OK,
+                          cases=[CaseMeasurement(case_id=f"c{i}", protected=True, weight=1.0, metrics=m)
+                                 for i, m in enumerate(metrics)])
+
+    evaluations = [evaluation({"verify.record_first_seconds": 4.0, "verify.replay_seconds": 0.5, "atol": 1e-5},
+                              {"verify.record_first_seconds": 1.0, "benchmark.warmup_seconds": 0.3}),
+                   evaluation({"verify.record_first.candidate_warm_call_seconds": 2.5, "verify.flag": True})]
+    assert verify_cost(evaluations) == {"record_first": 5.0, "record_first.candidate_warm_call": 2.5, "replay": 0.5}
+    assert verify_cost([]) == {}
+
+
+def test_a_step_clock_adds_up_each_step_and_keeps_only_plausible_figures_from_the_candidate():
+    clock = StepClock()
+    with clock.step("check"):
+        pass
+    clock.add("check", 1.0)
+    clock.add("replay", 0.25)
+    assert clock.metrics()["verify.replay_seconds"] == 0.25
+    assert 1.0 <= clock.metrics()["verify.check_seconds"] < 1.1
+    # the candidate process's own account: numbers it could make up, kept only as plain finite seconds
+    assert candidate_reported({"cuda": 1.5, "warm_call": 2, "recorded_call": 0.01, "other": 9.0}) == \
+        {"candidate_cuda": 1.5, "candidate_warm_call": 2.0, "candidate_recorded_call": 0.01}
+    assert candidate_reported({"cuda": float("nan"), "warm_call": -1.0, "recorded_call": True}) == {}
+    assert candidate_reported({"cuda": 1e9}) == {}
+    assert candidate_reported("fast") == {} and candidate_reported(None) == {}
