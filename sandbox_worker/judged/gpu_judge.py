@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from sandbox_worker.judged.judge import (
     input_dependence,
     returned_problem,
 )
+from sandbox_worker.judged.kernels import TrustedTritonCache
 from sandbox_worker.judged.replay import KernelLibrary, Recording, RecordRefused, ReplayPlan, parse_record
 from sandbox_worker.judged.slots import plan_layout
 from sandbox_worker.judged.step_clock import candidate_reported
@@ -76,8 +79,12 @@ class GpuJudge(Judge):
 
         process = CandidateProcess.fork(writable_dirs, own_pid_namespace)
         activate_triton_cuda()  # after the fork: the candidate process initialises CUDA on its own
+        # before any candidate code runs, the worker's Triton cache holds only the run's seed and what the line
+        # above built: the judge keeps it in memory and never reads that directory again (kernels.py)
+        trusted = TrustedTritonCache.capture(os.environ.get("TRITON_CACHE_DIR"))
         return cls(spec=spec, target=target, kernel_path=kernel_path, writable_dirs=writable_dirs,
-                   process=process, device=device_for(target), harness_path=harness_path)
+                   process=process, device=device_for(target), harness_path=harness_path,
+                   library=KernelLibrary(trusted_cache=trusted))
 
     def for_variant(self, kernel_path: str) -> GpuJudge:
         """Never: a candidate process must be forked before the judge initialises CUDA, so a GPU worker
@@ -268,6 +275,15 @@ class GpuJudge(Judge):
         directory.mkdir(parents=True, exist_ok=True)
         record_path = directory / "ncu_replay_record.json"
         record_path.write_text(json.dumps(plan.recording.to_record()), encoding="utf-8")
+        # fresh copies, written from the judge's memory while the candidate process is stopped: the library's
+        # folder and the worker's Triton cache are writable by the candidate process
+        kernels_dir = Path(tempfile.mkdtemp(prefix="tlx-ncu-kernels-"))
+        self.library.export(kernels_dir)
+        triton_cache_dir = Path(tempfile.mkdtemp(prefix="tlx-ncu-triton-"))
+        trusted = self.library.trusted_cache
+        if trusted is not None:
+            trusted.materialize(triton_cache_dir)
         return {"module": "sandbox_worker.judged.ncu_child", "harness_path": self.harness_path,
-                "record_path": str(record_path), "kernels_dir": str(self.library.directory),
+                "record_path": str(record_path), "kernels_dir": str(kernels_dir),
+                "triton_cache_dir": str(triton_cache_dir),
                 "kernels": plan.recording.kernel_hashes, "target": self.target}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,10 @@ def replay(spec: dict[str, Any]) -> int:
     from sandbox_worker.judged.fresh_calls import CallSource, output_specs_for
     from sandbox_worker.judged.replay import KernelLibrary, RecordRefused, ReplayPlan, parse_record
 
+    if isinstance(spec.get("triton_cache_dir"), str):
+        # the judge's fresh copy of the Triton files it vouches for, not the worker's cache, which the candidate
+        # process can write (kernels.py); Triton reads the variable at every cache lookup
+        os.environ["TRITON_CACHE_DIR"] = spec["triton_cache_dir"]
     context.set_command_context(seed=spec.get("seed"), phase="ncu_replay")
     harness = import_harness(spec["harness_path"])
     judged = getattr(harness, "JUDGE", None)

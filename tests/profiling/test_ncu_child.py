@@ -39,3 +39,24 @@ def test_a_harness_without_judge_cannot_drive_the_judged_replay(tmp_path):
                 "kernels": [], "case": {"case_id": "a", "parameters": {}}, "seed": 7}, tmp_path)
     assert run.returncode == 4, run.stderr
     assert "the harness declares no JUDGE" in run.stderr
+
+
+def test_the_child_takes_the_judges_fresh_triton_cache_not_the_workers(tmp_path):
+    # the worker's Triton cache is writable by the candidate process; the judge hands the child a fresh copy of
+    # the files it vouches for, and everything the child loads (the harness included) sees only that copy
+    harness = tmp_path / "harness.py"
+    seen = tmp_path / "seen.txt"
+    harness.write_text(f"import os, pathlib\npathlib.Path({str(seen)!r}).write_text(os.environ['TRITON_CACHE_DIR'])\n")
+    record = tmp_path / "record.json"
+    record.write_text("{}")
+    fresh = tmp_path / "judge-copy"
+    fresh.mkdir()
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"harness_path": str(harness), "record_path": str(record), "kernels_dir": str(tmp_path),
+                                "kernels": [], "triton_cache_dir": str(fresh), "case": {"case_id": "a"}}))
+    run = subprocess.run([sys.executable, "-m", "sandbox_worker.judged.ncu_child", "--spec", str(path)],
+                         capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PROJECT_ROOT),
+                              "TRITON_CACHE_DIR": str(tmp_path / "worker-cache")})
+    assert run.returncode == 4, run.stderr  # no JUDGE: it stops after importing the harness
+    assert seen.read_text() == str(fresh)

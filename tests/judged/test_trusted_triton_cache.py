@@ -1,0 +1,81 @@
+"""The judge loads no Triton file the candidate process could have written after it ran: Triton builds a kernel's
+launcher (a C extension) through its file cache and loads whatever sits under the launcher's key, and the
+worker's cache is writable by the candidate process. The judge keeps the files it vouches for in memory and
+builds and loads launchers in a fresh directory holding only those (`sandbox_worker/judged/kernels.py`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sandbox_worker.judged.kernels import KernelLibrary, TrustedTritonCache, _write_folder
+
+
+def _worker_cache(tmp_path: Path) -> Path:
+    cache = tmp_path / "worker" / "triton_cache"
+    (cache / "SEEDKEY").mkdir(parents=True)
+    (cache / "SEEDKEY" / "cuda_utils.so").write_bytes(b"the run's seed")
+    (cache / "SEEDKEY" / "lock").write_text("")
+    return cache
+
+
+def test_the_judge_builds_its_launchers_among_only_the_files_it_captured_before_the_candidate_ran(tmp_path,
+                                                                                                   monkeypatch):
+    cache = _worker_cache(tmp_path)
+    outside = tmp_path / "outside.so"
+    outside.write_bytes(b"not in the cache")
+    (cache / "LINKED").mkdir()
+    (cache / "LINKED" / "link.so").symlink_to(outside)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    trusted = TrustedTritonCache.capture(cache)
+    assert trusted.files == {"SEEDKEY/cuda_utils.so": b"the run's seed"}  # no link, no lock file
+
+    # the candidate process then plants a launcher under the key it computed for the judge's next kernel
+    (cache / "LAUNCHERKEY").mkdir()
+    (cache / "LAUNCHERKEY" / "__triton_launcher.so").write_bytes(b"the candidate's code")
+    with trusted.private() as private:
+        assert os.environ["TRITON_CACHE_DIR"] == str(private) != str(cache)
+        assert sorted(str(p.relative_to(private)) for p in private.rglob("*") if p.is_file()) == \
+            ["SEEDKEY/cuda_utils.so"]
+        (private / "JUDGEKEY").mkdir()
+        (private / "JUDGEKEY" / "__triton_launcher.so").write_bytes(b"built by the judge")  # what Triton builds
+    assert os.environ["TRITON_CACHE_DIR"] == str(cache)
+    assert not private.exists()
+    # the launcher the judge built is kept for its next load and for the ncu child; the planted one never was
+    assert trusted.files == {"SEEDKEY/cuda_utils.so": b"the run's seed",
+                             "JUDGEKEY/__triton_launcher.so": b"built by the judge"}
+    with trusted.private() as private:
+        assert (private / "JUDGEKEY" / "__triton_launcher.so").read_bytes() == b"built by the judge"
+        assert not (private / "LAUNCHERKEY").exists()
+
+    fresh = tmp_path / "ncu-cache"
+    trusted.materialize(fresh)
+    assert (fresh / "SEEDKEY" / "cuda_utils.so").read_bytes() == b"the run's seed"
+
+
+def test_without_a_captured_cache_the_private_directory_starts_empty_and_the_variable_is_put_back(tmp_path,
+                                                                                                    monkeypatch):
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    trusted = TrustedTritonCache.capture(None)
+    assert trusted.files == {}
+    with trusted.private() as private:
+        assert list(private.iterdir()) == []
+    assert "TRITON_CACHE_DIR" not in os.environ
+
+
+def test_the_ncu_childs_kernels_are_written_fresh_from_the_judges_memory(tmp_path):
+    library = KernelLibrary(tmp_path / "replay")
+    # what `load` keeps of a kernel it loaded (loading needs a GPU; the copy is what is checked here)
+    files = {"kernel.json": b'{"name": "add_kernel"}', "kernel.cubin": b"\x7fELF the binary",
+             "signature.json": b'{"x": "*fp32"}'}
+    _write_folder(library.directory / "abc123", files)
+    library.files["abc123"] = files
+    # the candidate process rewrites the binary in the library's folder and plants a link for the export
+    (library.directory / "abc123" / "kernel.cubin").write_bytes(b"the candidate's binary")
+    export = tmp_path / "ncu-kernels"
+    export.mkdir()
+    (export / "abc123").symlink_to(tmp_path / "replay" / "abc123")
+    library.export(export)
+    assert not (export / "abc123").is_symlink()
+    assert (export / "abc123" / "kernel.cubin").read_bytes() == b"\x7fELF the binary"
+    assert (library.directory / "abc123" / "kernel.cubin").read_bytes() == b"the candidate's binary"
