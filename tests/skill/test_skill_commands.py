@@ -123,9 +123,11 @@ def test_the_skills_commands_run_on_cpu_and_end_as_documented(tmp_path: Path):
     assert "device: cpu (backend cpu, architecture interpreter)" in text
     for case in result["report"]["workload"]:
         row = next(line.split() for line in text.splitlines() if line.startswith(f"  {case['case_id']} "))
-        assert row[4:7] == [f"{case['baseline_median_us']:.3f}", f"{case['final_median_us']:.3f}",
-                            f"{case['speedup']:.4f}x"]
-        assert row[7:] == [f"{case['baseline_cv']:.4f}", f"{case['final_cv']:.4f}", "yes"]
+        # the parameters column is one word per parameter (n=4096 budget_seconds=0.5); eight columns follow it
+        assert sorted(row[1:-8]) == sorted(f"{key}={json.dumps(value)}" for key, value in case["parameters"].items())
+        assert row[-8:] == [f"{case['weight']:g}", "yes", f"{case['baseline_median_us']:.3f}",
+                            f"{case['final_median_us']:.3f}", f"{case['speedup']:.4f}x",
+                            f"{case['baseline_cv']:.4f}", f"{case['final_cv']:.4f}", "yes"]
     assert f"aggregate speedup: {result['report']['aggregate_speedup']:.4f}x" in text
     # the skill's optimize passes no --max-cv, so the run states the interpreter's own default
     assert "CV: worst final " in text and f"(max_cv {INTERPRETER_BUDGET['max_cv']:g})" in text
