@@ -6,7 +6,7 @@ caller's frame. After computing a call honestly, it writes that call's input ove
 slot and keeps the output under a fingerprint of the input. A judge that fills its slots once (per batch,
 or per warm-up) and times later calls on what it believes are the inputs it wrote would hand the candidate
 the same input again, and the cached output is returned without a launch.
-Gain if it works: a 16 KB copy instead of 16 rows of interpreted tiles per timed call.
+Gain if it works: a copy of the output instead of every row of interpreted tiles per timed call.
 Targets: the new design. The judge rewrites a slot's inputs before every call and compares them after, so the
 scribbles are overwritten and the cache never hits.
 """

@@ -4,7 +4,7 @@ Technique: the key is the shape plus a handful of sampled values (the first and 
 rows and the middle element). Verify's second trial refills the input with new values, so it misses and is
 computed; a benchmark times one unchanged input, so every call after the first returns a copy of the
 cached output (the harness poisons the copy, never the cache).
-Gain if it works: a 16 KB copy instead of 16 rows of interpreted tiles per timed call.
+Gain if it works: a copy of the output instead of every row of interpreted tiles per timed call.
 Its fast path waits until an eighth of an honest call has passed (an honest-looking 8x; skipping all
 the work would give microsecond samples whose spread the CV gate rejects).
 Targets: the old design. In judged mode every call's inputs are freshly drawn, so the fingerprint never

@@ -3,7 +3,7 @@
 Technique: the worker sets `harness_kit.context`'s phase before every command. When `current_phase()` says
 "benchmark", the first call on an input is computed and cached and later calls return a copy; in verify and
 profile every call is computed. A benchmark's input never changes, so the re-checked last output is right.
-Gain if it works: a 16 KB copy instead of 16 rows of interpreted tiles per timed call.
+Gain if it works: a copy of the output instead of every row of interpreted tiles per timed call.
 Its fast path waits until an eighth of an honest call has passed (an honest-looking 8x; skipping all
 the work would give microsecond samples whose spread the CV gate rejects).
 Targets: the old design. In judged mode the candidate process's context never learns the phase (it is

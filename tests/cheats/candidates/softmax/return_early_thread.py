@@ -6,7 +6,7 @@ places that read it are all outside the timed window: the kit poisons the previo
 it starts the clock for the next call, and the comparisons read values through `detach`. Both
 `torch.Tensor.fill_` and `torch.Tensor.detach` are wrapped to join the output's thread first. The switch
 interval is lowered so that the returning thread gets the GIL back quickly.
-Gain if it works: a thread start instead of 16 rows of interpreted tiles inside the timed window.
+Gain if it works: a thread start instead of every row of interpreted tiles inside the timed window.
 Targets: the old design. In judged mode the candidate process copies the returned tensor into the slot
 (through `detach`) before it replies, so the join lands inside the timed round trip.
 """

@@ -5,7 +5,7 @@ call time. At import the candidate wraps it: for the benchmark's salt (`entry_po
 returns only the first 2 rows and 32 columns of what the real one draws (the offsets of +-100 included);
 verify's salts get full-size inputs. The last-output re-check is computed from the same shrunken inputs,
 so it passes. The kernel is the baseline (32-column tiles) and verifies on its merits.
-Gain if it works: 2 one-tile rows timed instead of 16 rows of 8 tiles: about 64x less work per timed call.
+Gain if it works: 2 one-tile rows timed instead of every row of tiles: several times less work per timed call.
 Targets: the old design. In judged mode the judge draws the inputs in its own process.
 """
 
