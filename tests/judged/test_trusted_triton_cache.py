@@ -5,6 +5,7 @@ builds and loads launchers in a fresh directory holding only those (`sandbox_wor
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -79,3 +80,35 @@ def test_the_ncu_childs_kernels_are_written_fresh_from_the_judges_memory(tmp_pat
     assert not (export / "abc123").is_symlink()
     assert (export / "abc123" / "kernel.cubin").read_bytes() == b"\x7fELF the binary"
     assert (library.directory / "abc123" / "kernel.cubin").read_bytes() == b"the candidate's binary"
+
+
+def test_the_ncu_childs_spec_names_fresh_copies_written_from_the_judges_memory(tmp_path):
+    from types import SimpleNamespace
+
+    from sandbox_worker.judged.gpu_judge import GpuJudge
+    from sandbox_worker.judged.replay import parse_record
+
+    kernel = "a" * 64
+    trusted = TrustedTritonCache({"SEEDKEY/cuda_utils.so": b"the run's seed",
+                                  "JUDGEKEY/__triton_launcher.so": b"built by the judge"})
+    library = KernelLibrary(tmp_path / "replay", trusted_cache=trusted)
+    files = {"kernel.json": b'{"name": "add_kernel"}', "kernel.cubin": b"\x7fELF the binary",
+             "signature.json": b'{"x": "*fp32"}'}
+    _write_folder(library.directory / kernel, files)
+    library.files[kernel] = files
+    (library.directory / kernel / "kernel.cubin").write_bytes(b"the candidate's binary")  # written while it ran
+    recording = parse_record({"steps": [{"launch": kernel, "grid": [1, 1, 1], "arguments": [{"input": 0, "offset": 0}]}],
+                              "buffers": [], "outputs": [{"input": 0, "offset": 0, "shape": [4], "stride": [1],
+                                                          "dtype": "float32"}],
+                              "torch_work": [], "data_dependent": []}, inputs=1)
+    judge = GpuJudge(spec=None, target={"backend": "cuda"}, kernel_path="kernel.py", process=None,  # type: ignore[arg-type]
+                     library=library, harness_path=str(tmp_path / "harness.py"))
+    spec = judge._ncu_replay(SimpleNamespace(recording=recording), {"case_id": "a"},  # type: ignore[arg-type]
+                             {"artifacts_dir": str(tmp_path / "artifacts")})
+    assert spec is not None and spec["kernels"] == [kernel]
+    kernels_dir, cache_dir = Path(spec["kernels_dir"]), Path(spec["triton_cache_dir"])
+    assert kernels_dir != library.directory
+    assert (kernels_dir / kernel / "kernel.cubin").read_bytes() == b"\x7fELF the binary"
+    assert (cache_dir / "JUDGEKEY" / "__triton_launcher.so").read_bytes() == b"built by the judge"
+    assert (cache_dir / "SEEDKEY" / "cuda_utils.so").read_bytes() == b"the run's seed"
+    assert parse_record(json.loads(Path(spec["record_path"]).read_text()), inputs=1) == recording
