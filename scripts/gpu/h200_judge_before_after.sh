@@ -34,4 +34,7 @@ for example in examples:
         print(f"{example:<11} {side:<7} {r['exit_code']:>4} {r['winner_experiment_id']:<10} "
               f"{r['report']['aggregate_speedup'] or 0:>9.4f} {decisions:<48} sum={sum(walls):.1f} "
               f"median={sorted(walls)[len(walls) // 2]:.1f} n={len(walls)}")
+        steps = r["report"].get("verify_seconds")  # where verify went, by step (sides that record it)
+        if steps:
+            print(f"{'':<19} verify steps (s): " + " ".join(f"{k}={v:.1f}" for k, v in steps.items()))
 PY
