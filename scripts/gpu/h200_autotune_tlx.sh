@@ -15,6 +15,8 @@
 #   bash scripts/gpu/h200_autotune_tlx.sh collect    last 10 minutes; the run's own budget plus the autotune step
 #                                                     and the preflight can pass that): `collect` waits up to
 #                                                     WAIT seconds (540) for it, then prints as `optimize` does
+# Another kernel: FIXTURE=examples/tlx_gemm/kernel.py BUNDLE=examples/tlx_gemm/h200 (its own bundle, not init-bundle's;
+# NAME, default the file's name, is its folder under $OUT).
 # Everything goes under $OUT (default /tmp/autotune-tlx, kept while the host stays up); summary.txt is the record.
 # A dry run of the plumbing on a CPU: PY=.venv/bin/python FIXTURE=examples/autotuned_add/kernel.py ENTRY=vector_add
 # KIND=elementwise DTYPE=float32 BACKEND=cpu TOTAL=120 bash scripts/gpu/h200_autotune_tlx.sh validate (no torch line).
@@ -27,7 +29,8 @@ PY=${PY:-/tmp/fbvenv/bin/python}
 TOTAL=${TOTAL:-600}
 FIXTURE=${FIXTURE:-tests/providers/tune_discovery/fixtures/tlx/hopper_gemm_ws.py}
 ENTRY=${ENTRY:-matmul} KIND=${KIND:-gemm} DTYPE=${DTYPE:-float16} BACKEND=${BACKEND:-cuda}
-WORK=$OUT/hopper_gemm_ws
+NAME=${NAME:-$(basename "$FIXTURE" .py)}
+WORK=$OUT/$NAME
 mkdir -p "$WORK"
 
 stamped() {  # stamped FILE: stdin to FILE, each line prefixed with the seconds since the command started
@@ -53,9 +56,13 @@ print(f"log lines={len(lines)} longest_silence_s={longest(lines):.1f} "
 PY
 }
 
-bundle() {  # the tutorial kernel and its init-bundle bundle (gemm, fp16, H200)
+bundle() {  # the tutorial kernel and its init-bundle bundle (gemm, fp16, H200), or the bundle in BUNDLE
   [ -f "$WORK/bundle/harness.py" ] && return 0
   cp "$FIXTURE" "$WORK/kernel.py"
+  if [ -n "${BUNDLE:-}" ]; then
+    mkdir -p "$WORK/bundle" && cp "$BUNDLE"/harness.py "$BUNDLE"/cases.json "$BUNDLE"/target.json "$WORK/bundle/"
+    echo "bundle: $BUNDLE" | tee -a "$OUT/summary.txt"; return 0
+  fi
   local arch=(); [ "$BACKEND" = cuda ] && arch=(--arch h200)
   "$PY" -m orchestrator.cli init-bundle --kernel "$WORK/kernel.py" --entry "$ENTRY" --kind "$KIND" --dtype "$DTYPE" \
     --backend "$BACKEND" "${arch[@]}" --out "$WORK/bundle" > "$WORK/init.json" 2> "$WORK/init.log" \
