@@ -92,11 +92,12 @@ def test_one_worker_ranks_every_variant_and_drops_the_broken_with_their_reasons(
 
 
 def test_variants_that_would_outlast_the_budget_come_back_unscreened_with_what_was_measured(tmp_path):
-    results, _ = screen(tmp_path, harness_for(tmp_path, judged=False), budget_seconds=0.5)
+    # a budget the control alone outlasts on any machine: every later variant would outlast it too
+    results, _ = screen(tmp_path, harness_for(tmp_path, judged=False), budget_seconds=0.001)
     assert results["honest"].status == "ok"  # the first always runs: it is the control
     unscreened = [name for name, r in results.items() if r.reason.startswith("not screened")]
-    assert unscreened and all(results[name].status == "failed" for name in unscreened)
-    assert unscreened == list(VARIANTS)[len(VARIANTS) - len(unscreened):]  # the tail of the family, in order
+    assert unscreened == list(VARIANTS)[1:]  # the rest of the family, in order, each failed with what was measured
+    assert all(results[name].status == "failed" and not results[name].medians_us for name in unscreened)
 
 
 def test_a_screening_stopped_at_its_deadline_keeps_what_it_measured(tmp_path):
