@@ -19,6 +19,7 @@ import copy
 import json
 import textwrap
 
+from orchestrator.bundle.alignment import aligned_case
 from orchestrator.bundle.entry_signature import EntrySignature
 from orchestrator.bundle.starter_plan import STANDARD, StarterPlan, output_shape, shape_text
 from orchestrator.python_template import read_template, render_template
@@ -190,5 +191,8 @@ def render_target(*, backend: str, arch: str | None, signature: EntrySignature, 
     return target
 
 
-def render_cases(kind: str, backend: str) -> list[dict[str, object]]:
-    return [{**case, "protected": True} for case in CASES[kind][backend]]
+def render_cases(kind: str, backend: str, *, aligned: bool = False) -> list[dict[str, object]]:
+    """The kind's cases for the backend, every one protected; `aligned`: the ragged case with its inner
+    dimensions on 16-element multiples, for a kernel that copies asynchronously (bundle/alignment.py)."""
+    cases = CASES[kind][backend]
+    return [{**(aligned_case(case) if aligned else case), "protected": True} for case in cases]

@@ -12,11 +12,12 @@ import json
 import shlex
 import sys
 
+from orchestrator.bundle.alignment import async_copy_evidence
 from orchestrator.bundle.arch import lookup
 from orchestrator.bundle.entry_signature import read_entry
 from orchestrator.bundle.init_bundle import render_cases, render_harness, render_target
 from orchestrator.bundle.inputs import parse_python
-from orchestrator.bundle.starter_plan import plan_starter
+from orchestrator.bundle.starter_plan import Guess, plan_starter
 from orchestrator.cli.output import emit
 from orchestrator.ledger.live_log import LiveLog
 from protocol.bundle import BundleError
@@ -38,6 +39,12 @@ def init_bundle_main(args: argparse.Namespace) -> int:
         raise BundleError(f"--backend cpu runs the Triton interpreter; --arch {args.arch!r} does not apply")
     signature = read_entry(tree, args.entry, kernel)
     plan = plan_starter(signature, kind=args.kind, dtype=args.dtype, backend=args.backend)
+    async_copy = async_copy_evidence(tree) if args.backend == "cuda" else None
+    if async_copy:
+        plan.guesses.append(Guess(
+            "cases", "the ragged case keeps its outer dimension odd and rounds the others up to multiples of 16 "
+            "elements", f"the kernel copies asynchronously ({async_copy}): cp.async and TMA need 16-byte aligned "
+            "rows", "give cases.json an unaligned ragged case back if the kernel handles one"))
     if args.backend == "cpu" and plan.dtype == "bfloat16":
         said = "--dtype bfloat16" if args.dtype else f"{signature.name}() allocates bfloat16, so the inputs are bfloat16"
         raise BundleError(f"{said} with --backend cpu: the Triton interpreter has no bf16 arithmetic"
@@ -52,7 +59,7 @@ def init_bundle_main(args: argparse.Namespace) -> int:
     files["harness.py"].write_text(render_harness(kernel_file=kernel.name, signature=signature, plan=plan,
                                                   source=source, harness_path=str(files["harness.py"])),
                                    encoding="utf-8")
-    files["cases.json"].write_text(json.dumps(render_cases(plan.kind, args.backend), indent=2) + "\n", encoding="utf-8")
+    files["cases.json"].write_text(json.dumps(render_cases(plan.kind, args.backend, aligned=async_copy is not None), indent=2) + "\n", encoding="utf-8")
     target = render_target(backend=args.backend, arch=args.arch, signature=signature, plan=plan)
     files["target.json"].write_text(json.dumps(target, indent=2) + "\n", encoding="utf-8")
     command = ["tlx-agent", "validate", "--kernel", str(kernel), "--harness", str(files["harness.py"]),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.bundle.alignment import aligned_size, async_copy_evidence
 from orchestrator.bundle.entry_signature import read_entry
 from orchestrator.bundle.init_bundle import render_harness
 from orchestrator.bundle.starter_plan import plan_starter
@@ -131,6 +132,40 @@ def test_a_cuda_bundle_names_its_architecture_and_production_shapes(tmp_path: Pa
     assert (target.backend, target.architecture, target.device, target.environment) == ("cuda", "h200", "cuda:0", {})
     assert load_cases_file(out / "cases.json")[0].parameters == {"n": 16777216}
     assert "DTYPE = torch.bfloat16" in (out / "harness.py").read_text()
+
+
+def test_a_kernel_that_copies_asynchronously_gets_a_ragged_case_it_can_compile(tmp_path: Path) -> None:
+    # fbtriton's pipelined TLX GEMM does not compile on 4097x3001x1000 (cp.async needs 16-byte rows): the
+    # example's bundle is what init-bundle writes for it, and its ragged case still masks every tile of 128
+    tlx_gemm = PROJECT_ROOT / "examples" / "tlx_gemm"
+    out = tmp_path / "bundle"
+    run = run_cli("init-bundle", "--kernel", tlx_gemm / "kernel.py", "--entry", "matmul", "--out", out,
+                  "--backend", "cuda", "--arch", "h200", "--dtype", "float16")
+    assert run.returncode == 0, run.stderr
+    assert json.loads((out / "cases.json").read_text()) == json.loads((tlx_gemm / "h200" / "cases.json").read_text())
+    ragged = load_cases_file(out / "cases.json")[1].parameters
+    assert ragged["m"] % 2 == 1 and all(ragged[d] % 16 == 0 and ragged[d] % 128 for d in ("n", "k"))
+    assert "cases: the ragged case keeps its outer dimension odd" in run.stderr
+    assert "`tlx.async_load` at line" in (out / "harness.py").read_text().replace("\n#   ", " ")
+    # a kernel without asynchronous copies keeps the odd ragged case
+    plain = tmp_path / "plain"
+    run = run_cli("init-bundle", "--kernel", PROJECT_ROOT / "examples" / "matmul" / "kernel.py", "--entry", "matmul",
+                  "--out", plain, "--backend", "cuda", "--arch", "h200")
+    assert run.returncode == 0, run.stderr
+    assert load_cases_file(plain / "cases.json")[1].case_id == "ragged_4097x3001x1000"
+
+
+@pytest.mark.parametrize(("size", "aligned"), [(3001, 3008), (1000, 1008), (999, 1008), (128, 144), (16, 16),
+                                               (10000003, 10000016)])
+def test_aligned_sizes_are_16_element_multiples_no_tile_of_128_divides(size: int, aligned: int) -> None:
+    assert aligned_size(size) == aligned
+
+
+def test_async_copies_are_found_by_their_call_names() -> None:
+    found = async_copy_evidence(ast.parse("import x\n\ndef f(d):\n    return x.tlx.async_descriptor_load(d)\n"))
+    assert found == "`x.tlx.async_descriptor_load` at line 4"
+    assert async_copy_evidence(ast.parse("desc = TensorDescriptor(a, a.shape, a.stride(), [64, 64])")) is not None
+    assert async_copy_evidence(ast.parse("y = tl.load(p + offsets, mask=mask)")) is None
 
 
 def test_bad_init_bundle_input_is_one_line(tmp_path: Path) -> None:
