@@ -15,6 +15,7 @@ from orchestrator.providers.tune.knobs import tunable_knobs
 from orchestrator.providers.tune.metadata import proposal_metadata, screened_metadata
 from orchestrator.providers.tune.policy import (
     Attempt,
+    Move,
     attempt_of,
     attempts_from_history,
     learn,
@@ -47,6 +48,7 @@ class TuneProvider:
         min_gain = _gate_gain(context)
         moves = [move for move in rank_moves(context, knobs, lessons, bottleneck)
                  if not self._search.measured_no_faster(knobs, move.configuration, min_gain=min_gain)]
+        moves = await self._screen_moves(context, knobs, moves, min_gain)
         if not moves:
             raise ProviderExhausted(
                 f"tune has no untried configuration left for {len(knobs)} knobs "
@@ -62,6 +64,30 @@ class TuneProvider:
         )
         self._attempts.append(attempt_of(best, context.round_index, context.incumbent_id))
         return dataclasses.replace(proposal, configuration=named_configuration(knobs, best.configuration))
+
+    async def _screen_moves(self, context: ProposalContext, knobs: list, moves: list[Move],
+                            min_gain: float) -> list[Move]:
+        """The ranked moves, once screening (when the run offers it) has timed the best-ranked beside the
+        incumbent: a family at a time until the first move left is one it timed at least `min_gain` faster, or
+        one it could not time (no time left for screening: the gate decides, as without screening). A move it
+        found broken or no faster never reaches the gate."""
+        if context.screener is None:
+            return moves
+        family = family_size_for(dict(context.target.environment), context.target.backend) - 1
+        weights = {case.case_id: case.weight for case in context.cases}
+
+        def left(ranked: list[Move]) -> list[Move]:
+            return [m for m in ranked if not self._search.move_screened_out(knobs, m.configuration, min_gain=min_gain)]
+
+        moves = left(moves)
+        while moves and not self._search.move_screened(knobs, moves[0].configuration):
+            batch = [m for m in moves if not self._search.move_screened(knobs, m.configuration)][:family]
+            judged = await self._search.screen_moves(knobs, context.incumbent_source, context.screener.screen,
+                                                     [(m.configuration, m.source) for m in batch], weights)
+            moves = left(moves)
+            if judged == 0:
+                break
+        return moves
 
     async def _screened(self, context: ProposalContext, knobs: list) -> Proposal | None:
         """The joint search's next screened configuration (orchestrator/providers/tune/search.py), when the

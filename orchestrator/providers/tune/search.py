@@ -16,7 +16,8 @@ wrapper computes and no single configuration serves them all, a per-shape table 
 first (`tables`). What screening measured still steers what follows:
 a configuration it timed faster than the incumbent by more than the gate requires, though by less than
 `MIN_SCREEN_GAIN`, is proposed before any single-knob guess (`leftover`), and a single-knob move it timed no
-faster is not proposed at all (`measured_no_faster`). On the H200 the softmax example's spent search left
+faster is not proposed at all (`measured_no_faster`); the single-knob moves themselves are screened beside the
+incumbent before the gate sees them (`screen_moves`). On the H200 the softmax example's spent search left
 1024/8 warps/3 stages (2.2 % faster, the grid's best) unproposed while the single-knob policy sent two moves
 screening had timed 22 % slower and 0.6 % slower to the gate, a minute each.
 """
@@ -85,6 +86,10 @@ class FamilySearch:
     # proposes from those the present incumbent controlled
     measured: dict[tuple[tuple[str, int], ...], list[Screened]] = field(default_factory=dict)
     proposed: set[tuple[tuple[str, int], ...]] = field(default_factory=set)
+    # single-knob moves screened before the gate (`screen_moves`): (incumbent, move) -> the move's time relative
+    # to that incumbent in the same worker, None when it failed to build or verify there
+    moves_timed: dict[tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], float | None] = field(
+        default_factory=dict)
 
     @property
     def spent(self) -> bool:
@@ -248,6 +253,41 @@ class FamilySearch:
         current = self.values.get(_config(knobs))
         value = self.values.get(tuple(sorted(configuration)))
         return current is not None and value is not None and value > current * (1 - min_gain)
+
+    async def screen_moves(self, knobs: list[Knob], source: str, screen: Screen,
+                           moves: list[tuple[tuple[tuple[str, int], ...], str]],
+                           weights: dict[str, float] | None = None) -> int:
+        """Single-knob moves (configuration, source) screened as one family with the incumbent first as its
+        control, before any of them goes to the gate (a gated candidate costs three workers, a screened one a
+        second of one); what each timed is kept for `move_screened_out`. The number timed or refused by the
+        screening (a move it had no time for is no evidence, and may be screened again)."""
+        incumbent = _config(knobs)
+        labelled = [(_label(incumbent, incumbent), source)] + [(_label(incumbent, config), variant)
+                                                                for config, variant in moves]
+        results = await screen(labelled)
+        if not results or not results[0].ok:
+            return 0
+        control, judged = results[0].variant.medians_us, 0
+        for (config, _), result in zip(moves, results[1:], strict=False):
+            if not result.ok and result.variant.reason.startswith("not screened"):
+                continue
+            judged += 1
+            relative = _relative(result.variant.medians_us, control, weights) if result.ok else None
+            self.moves_timed[(incumbent, tuple(sorted(config)))] = relative
+        return judged
+
+    def move_screened(self, knobs: list[Knob], configuration: tuple[tuple[str, int], ...]) -> bool:
+        return (_config(knobs), tuple(sorted(configuration))) in self.moves_timed
+
+    def move_screened_out(self, knobs: list[Knob], configuration: tuple[tuple[str, int], ...], *,
+                          min_gain: float) -> bool:
+        """Whether screening, beside the present incumbent, found `configuration` broken or less than `min_gain`
+        faster, so the gate would refuse or not promote it."""
+        key = (_config(knobs), tuple(sorted(configuration)))
+        if key not in self.moves_timed:
+            return False
+        relative = self.moves_timed[key]
+        return relative is None or relative > 1 - min_gain
 
     def remember(self, remembered: list[tuple[dict[str, int], str]], knob_names: set[str]) -> None:
         """Infeasible configs an earlier screening or run recorded (orchestrator/compile_ahead/ahead.py
