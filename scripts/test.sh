@@ -6,5 +6,15 @@ cd "$root"
 scripts/setup_env.sh
 .venv/bin/ruff check .
 workers="${TEST_WORKERS:-2}"
-# the slowest 20 tests are listed last, so a CI log shows where its time goes
-exec .venv/bin/python -m pytest -n "$workers" -p no:cacheprovider --durations=20 "$@"
+pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
+set +e
+# the slowest 20 tests are listed at the end, so a CI log shows where its time goes
+"${pytest[@]}" -n "$workers" --durations=20 -m "not quiet" "$@"
+shared=$?
+# then the tests that claim a measured speedup under the interpreter, alone on the machine: tests running
+# beside them on two cores add enough noise that the promotion gate rightly refuses what they expect it to take
+"${pytest[@]}" --durations=5 -m quiet "$@"
+alone=$?
+[ "$alone" -eq 5 ] && alone=0    # pytest's "no test selected": the arguments named no quiet test
+[ "$shared" -eq 5 ] && shared=0  # and none of the others
+exit $(( shared != 0 ? shared : alone ))

@@ -38,6 +38,7 @@ def test_vector_add_replay_promotes_faster_and_rejects_incorrect_and_duplicate(o
     assert "BLOCK_SIZE = 1024" in (out_dir / "best_kernel.py").read_text()
 
 
+@pytest.mark.quiet
 def test_tuner_finds_a_faster_vector_add_configuration(out_dir):
     run = run_cli(*_vector_add(out_dir, "--provider", "tune", "--max-rounds", "2", "--no-profile",
                                *TUNER_GATE))
@@ -52,6 +53,7 @@ def test_tuner_finds_a_faster_vector_add_configuration(out_dir):
     assert first["metadata"]["hypothesis"].startswith("joint search over the knobs")
 
 
+@pytest.mark.quiet
 @pytest.mark.parametrize("example", ["softmax", "matmul"])
 def test_tuner_finds_a_faster_configuration(example, out_dir):
     bundle = VECTOR_ADD.parent / example
