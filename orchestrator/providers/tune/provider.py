@@ -76,9 +76,10 @@ class TuneProvider:
         family = family_size_for(dict(context.target.environment), context.target.backend) - 1
         weights = {case.case_id: case.weight for case in context.cases}
 
-        def left(ranked: list[Move]) -> list[Move]:  # a source the run measured or refused is not screened again
+        def left(ranked: list[Move]) -> list[Move]:  # what the run measured or refused is not screened again
             return [m for m in ranked if not self._search.move_screened_out(knobs, m.configuration, min_gain=min_gain)
-                    and not source_digests(m.source) & context.excluded_digests]
+                    and not source_digests(m.source) & context.excluded_digests
+                    and tuple(sorted(m.configuration)) not in self._search.proposed]
 
         moves = left(moves)
         while moves and not self._search.move_screened(knobs, moves[0].configuration):
