@@ -31,6 +31,15 @@ class AutotuneTiming(StrictModel):
     median_ms: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None
 
 
+class CompiledAhead(StrictModel):
+    """How a key's list was compiled before Triton timed it (sandbox_worker/autotune_compile.py): on `threads`
+    threads in `seconds`, or not, with why (`failed`: the timings then compiled one by one, as Triton does)."""
+
+    threads: int | None = Field(default=None, ge=1, le=1024)
+    seconds: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None
+    failed: ShortText | None = None
+
+
 class AutotuneChoice(StrictModel):
     """The configuration a kernel's autotune chose for one key in the trusted step."""
 
@@ -46,6 +55,7 @@ class AutotuneChoice(StrictModel):
     timings: list[AutotuneTiming] = Field(default_factory=list, max_length=MAX_TIMINGS)
     seconds: float = Field(default=0.0, ge=0.0)  # wall time of this key's autotune, compiles included
     timer: AutotuneTimer = "triton"
+    compiled_ahead: CompiledAhead | None = None  # the list compiled on threads before the timings (GPU only)
 
 
 class AutotunePin(StrictModel):

@@ -204,6 +204,8 @@ class AutotuneProgressEvent(StrictModel):
     configuration: int = Field(ge=1)
     of: int = Field(ge=1)
     config: dict[str, Any] = Field(max_length=64)
+    # set when the key's whole list starts compiling on this many threads before its first timing
+    compiling_threads: int | None = Field(default=None, ge=1, le=1024)
 
 
 class FinishedEvent(StrictModel):

@@ -1,5 +1,8 @@
 """Triton's autotuners inside a worker: pin the run's choice, or (the trusted step) let them run and note the choice.
 
+Long because: it is one patch of one Triton class (`Autotuner`: its run, pruning and timing, in both modes), and
+its pieces read each other's state on the tuner object; split, each half would have to know the other's fields.
+
 Installed at setup, before the harness is imported, when the orchestrator sends an autotune setup
 (protocol/autotune.py `AutotuneSetup`); a judge's candidate process is forked after that and inherits it.
 
@@ -35,6 +38,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from sandbox_worker import autotune_compile
 
 AUTOTUNER_MODULE = "triton.runtime.autotuner"
 INTERPRETER_SECONDS_PER_CONFIGURATION = 0.3  # sampling budget of one configuration under the interpreter
@@ -151,6 +156,7 @@ class _Tuning:
     started: float
     tried: int = 1
     timings: list[dict[str, Any]] = field(default_factory=list)
+    compiled_ahead: dict[str, Any] | None = None  # threads and seconds, or why not (autotune_compile.py)
 
 
 @dataclass
@@ -165,6 +171,9 @@ class Guard:
         "pinned": 0, "tuned": 0, "configurations_timed": 0, "refused": 0, "single": 0})
     tuned_during: list[str] = field(default_factory=list)
     choices: list[dict[str, Any]] = field(default_factory=list)  # tune mode: every choice made here
+    # tune mode: compile a key's list on threads before timing it; off while a first call measures what a
+    # user's process pays (Triton alone compiles one configuration at a time)
+    compile_ahead: bool = True
 
     # ---- what a worker reports ------------------------------------------------------------------------
 
@@ -218,7 +227,7 @@ class Guard:
 
         def prune(*args: Any, **kwargs: Any) -> Any:
             pruned = original(*args, **kwargs)
-            tuner.__dict__["_tlx_pruned"] = len(pruned)
+            tuner.__dict__.update(_tlx_pruned=len(pruned), _tlx_pruned_list=list(pruned))
             if len(pruned) <= 1:
                 self.counts["single"] += 1
                 return pruned
@@ -260,6 +269,8 @@ class Guard:
                 return [0.0, 0.0, 0.0]
             tuning: _Tuning | None = tuner.__dict__.get("_tlx_tuning")
             index = len(tuning.timings) + 1 if tuning is not None else 1
+            if index == 1 and tuning is not None and self.compile_ahead and not self.interpreter:
+                self._compile_ahead(tuner, name, args, meta, tuning)
             described = describe_config(config)
             if self.on_progress is not None:
                 self.on_progress({"kernel": name, "key": _key_values(tuner, args, meta), "case_id": self.case_id,
@@ -272,6 +283,24 @@ class Guard:
             return result
 
         return timed
+
+    def _compile_ahead(self, tuner: Any, name: str, args: tuple[Any, ...], meta: dict[str, Any],
+                       tuning: _Tuning) -> None:
+        """Before the first configuration of a key is timed: compile the whole pruned list on threads, so the
+        timings that follow compile nothing. Best effort: what fails here is compiled (and fails) as before."""
+        configs = tuner.__dict__.get("_tlx_pruned_list") or []
+        if len(configs) < 2 or not autotune_compile.available():
+            return
+        threads = autotune_compile.compile_threads(len(configs))
+        if self.on_progress is not None:
+            self.on_progress({"kernel": name, "key": _key_values(tuner, args, meta), "case_id": self.case_id,
+                              "configuration": 1, "of": len(configs), "config": {}, "compiling_threads": threads})
+        try:
+            seconds = autotune_compile.compile_ahead(tuner.fn, configs, args, meta, threads)
+        except Exception as exc:  # noqa: BLE001 - the timings then compile one by one, as Triton does
+            tuning.compiled_ahead = {"failed": f"{type(exc).__name__}: {exc}"[:200]}
+            return
+        tuning.compiled_ahead = {"threads": threads, "seconds": seconds}
 
     def _note_choices(self, tuner: Any, before: set[Any], tuning: _Tuning) -> None:
         """After a call in tune mode: a key it timed is a choice (and this process's pin for later objects of the
@@ -299,7 +328,7 @@ class Guard:
                 "configs_listed": max(len(tuner.configs), 1), "configs_tried": max(len(tuning.timings), 1),
                 "measured_ms": measured, "timings": tuning.timings[:512],
                 "seconds": max(time.monotonic() - tuning.started, 0.0),
-                "timer": "interpreter_cpu" if self.interpreter else "triton"})
+                "timer": "interpreter_cpu" if self.interpreter else "triton", "compiled_ahead": tuning.compiled_ahead})
 
 
 def _refusal(name: str, count: int, key_values: dict[str, Any], problem: str) -> str:

@@ -82,6 +82,7 @@ class AutotuneSide:
         self.command_id = int(command["command_id"])
         case = command["case"]
         self.guard.case_id = str(case.get("case_id"))
+        self.guard.compile_ahead = False  # the latency a user's process pays: Triton compiles one at a time
         tuned_before = self.guard.counts["tuned"]
         try:
             source = Path(kernel_path).read_text(encoding="utf-8")
@@ -112,7 +113,7 @@ class AutotuneSide:
                     "what": what, "passed": passed, "autotuned": self.guard.counts["tuned"] - tuned_before,
                     "choices": self.guard.take_choices()}
         finally:
-            self.command_id, self.guard.case_id = None, None
+            self.command_id, self.guard.case_id, self.guard.compile_ahead = None, None, True
 
 
 def _synchronize(device: str) -> None:

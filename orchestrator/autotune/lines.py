@@ -36,11 +36,17 @@ def _q(text: str, limit: int = 300) -> str:
     return repr(one_line(text, limit))
 
 
+def _progress_text(event: AutotuneProgressEvent) -> str:
+    if event.compiling_threads:
+        return f"compiling {event.of} configurations on {event.compiling_threads} threads"
+    return f"configuration {event.configuration} of {event.of}"
+
+
 def progress_line(event: AutotuneProgressEvent, seconds: float) -> str:
     case = f" case={event.case_id}" if event.case_id else ""
+    config = "" if event.compiling_threads else f" config={_q(config_text(event.config))}"
     return (f"autotune kernel={event.kernel}{case} key={_q(key_text(event.key))} "
-            f"progress={_q(f'configuration {event.configuration} of {event.of}')} config={_q(config_text(event.config))} "
-            f"elapsed_s={seconds:.1f}")
+            f"progress={_q(_progress_text(event))}{config} elapsed_s={seconds:.1f}")
 
 
 def quiet_line(last: AutotuneProgressEvent | None, seconds: float) -> str:
@@ -48,21 +54,34 @@ def quiet_line(last: AutotuneProgressEvent | None, seconds: float) -> str:
         return f"autotune status=running progress='loading and compiling the kernel' elapsed_s={seconds:.1f}"
     case = f" case={last.case_id}" if last.case_id else ""
     return (f"autotune status=running kernel={last.kernel}{case} key={_q(key_text(last.key))} "
-            f"progress={_q(f'configuration {last.configuration} of {last.of}')} elapsed_s={seconds:.1f}")
+            f"progress={_q(_progress_text(last))} elapsed_s={seconds:.1f}")
 
 
 def choice_text(choice: AutotuneChoice) -> str:
     measured = f"{choice.measured_ms:.4g} ms" if choice.measured_ms is not None else "not timed (one configuration)"
+    ahead = choice.compiled_ahead
+    compiled = ("" if ahead is None else f", compiled ahead on {ahead.threads} threads in {ahead.seconds:.1f} s"
+                if ahead.failed is None else f", compiled one by one (compiling ahead failed: {ahead.failed})")
     return (f"{choice.kernel} [{key_text(choice.key_values)}] -> {config_text(choice.config)} ({measured} by "
             f"{TIMER_WORDS[choice.timer]}; {choice.configs_tried} of {choice.configs_listed} configurations tried, "
-            f"{choice.seconds:.1f} s)")
+            f"{choice.seconds:.1f} s{compiled})")
 
 
 def choice_line(choice: AutotuneChoice) -> str:
     return (f"autotune choice kernel={choice.kernel} key={_q(key_text(choice.key_values))} "
             f"cases={','.join(choice.case_ids) or '-'} config={_q(config_text(choice.config))} "
             f"measured_ms={choice.measured_ms if choice.measured_ms is not None else 'none'} "
-            f"tried={choice.configs_tried}/{choice.configs_listed} timer={choice.timer} seconds={choice.seconds:.1f}")
+            f"tried={choice.configs_tried}/{choice.configs_listed} timer={choice.timer} seconds={choice.seconds:.1f}"
+            + _compiled_ahead_words(choice))
+
+
+def _compiled_ahead_words(choice: AutotuneChoice) -> str:
+    ahead = choice.compiled_ahead
+    if ahead is None:
+        return ""
+    if ahead.failed is not None:
+        return f" compiled_ahead=failed reason={_q(ahead.failed)}"
+    return f" compiled_ahead_threads={ahead.threads} compiled_ahead_s={ahead.seconds:.1f}"
 
 
 def first_call_text(first: FirstCall) -> str:

@@ -6,10 +6,19 @@ from __future__ import annotations
 import json
 
 from orchestrator.autotune.detect import autotuned_kernels
-from orchestrator.autotune.lines import autotune_check, choice_line, config_text, key_text, report_lines
+from orchestrator.autotune.lines import (
+    autotune_check,
+    choice_line,
+    config_text,
+    key_text,
+    progress_line,
+    quiet_line,
+    report_lines,
+)
 from orchestrator.report_html.write import run_page
-from protocol.autotune import AutotuneChoice, AutotuneRecord, AutotuneTiming, FirstCall
+from protocol.autotune import AutotuneChoice, AutotuneRecord, AutotuneTiming, CompiledAhead, FirstCall
 from protocol.completion import CompletionReport
+from protocol.worker import AutotuneProgressEvent
 
 CONFIG = {"ir_override": None, "kwargs": {"BLOCK_SIZE": 512}, "maxnreg": None, "num_ctas": 1, "num_stages": 3,
           "num_warps": 4, "ctas_per_cga": [2, 1, 1]}
@@ -40,6 +49,26 @@ def test_the_report_gives_each_choice_and_the_first_calls_before_and_after():
     assert lines[1].startswith("first call, untouched kernel: 2.03 s on case n2048 (load 0.39 s")
     assert "1 key(s) autotuned; the Triton interpreter's figure, not a GPU's" in lines[1]
     assert lines[2].startswith("first call, winner r001-c001: 0.50 s on case n2048") and "no autotune" in lines[2]
+
+
+def test_a_list_compiled_ahead_on_threads_says_so_while_and_after_it_compiles():
+    compiling = AutotuneProgressEvent(kind="autotune_progress", command_id=1, kernel="matmul_kernel_tlx_ws",
+                                      key={"M": 4096}, case_id="m4096", configuration=1, of=96, config={},
+                                      compiling_threads=8)
+    assert progress_line(compiling, 3.0) == ("autotune kernel=matmul_kernel_tlx_ws case=m4096 key='M=4096' "
+                                             "progress='compiling 96 configurations on 8 threads' elapsed_s=3.0")
+    assert "progress='compiling 96 configurations on 8 threads' elapsed_s=18.0" in quiet_line(compiling, 18.0)
+    timing = compiling.model_copy(update={"compiling_threads": None, "configuration": 2, "config": CONFIG})
+    assert "progress='configuration 2 of 96' config='BLOCK_SIZE=512 " in progress_line(timing, 20.0)
+
+    ahead = CHOICE.model_copy(update={"compiled_ahead": CompiledAhead(threads=8, seconds=12.34), "timer": "triton"})
+    assert choice_line(ahead).endswith("seconds=1.6 compiled_ahead_threads=8 compiled_ahead_s=12.3")
+    assert report_lines(RECORD.model_copy(update={"choices": [ahead]}))[0].endswith(
+        "1.6 s, compiled ahead on 8 threads in 12.3 s)")
+    failed = CHOICE.model_copy(update={"compiled_ahead": CompiledAhead(failed="RuntimeError: no driver")})
+    assert choice_line(failed).endswith("compiled_ahead=failed reason='RuntimeError: no driver'")
+    assert "compiled one by one (compiling ahead failed: RuntimeError: no driver))" in report_lines(
+        RECORD.model_copy(update={"choices": [failed]}))[0]
 
 
 def test_validates_check_carries_the_record():

@@ -44,6 +44,7 @@ def test_the_untouched_kernels_autotune_runs_once_per_key(tmp_path, monkeypatch)
     assert set(by_case) == {("n2048",), ("ragged_1001",)}
     assert [c.key[0] for c in record.choices] == [2048, 1001]
     assert all(c.timer == "interpreter_cpu" and c.configs_tried == 4 and c.measured_ms for c in record.choices)
+    assert all(c.compiled_ahead is None for c in record.choices)  # the interpreter compiles nothing
     first = record.untouched_first_call
     assert first is not None and (first.case_id, first.what, first.autotuned, first.timer) == (
         "n2048", "entry", 1, "interpreter_cpu")
