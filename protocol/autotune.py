@@ -110,6 +110,8 @@ class AutotuneRecord(StrictModel):
     choices: list[AutotuneChoice] = Field(default_factory=list, max_length=MAX_CHOICES)
     seconds: float = Field(default=0.0, ge=0.0)  # the step's worker, start to end
     untouched_first_call: FirstCall | None = None
+    # why the untouched kernel's first call has no figure (the step's deadline cut it, or left it no time)
+    untouched_first_call_unmeasured: Annotated[str, Field(max_length=400)] | None = None
     winner_first_call: FirstCall | None = None
     winner_experiment_id: str | None = None
 

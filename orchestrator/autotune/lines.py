@@ -106,6 +106,8 @@ def report_lines(record: AutotuneRecord) -> list[str]:
                      "call autotuned (every list was pruned to one configuration)")
     if record.untouched_first_call is not None:
         lines.append(f"first call, untouched kernel: {first_call_text(record.untouched_first_call)}")
+    elif record.untouched_first_call_unmeasured:
+        lines.append(f"first call, untouched kernel: {record.untouched_first_call_unmeasured}")
     if record.winner_first_call is not None:
         lines.append(f"first call, winner {record.winner_experiment_id}: {first_call_text(record.winner_first_call)}")
     return lines
@@ -114,7 +116,8 @@ def report_lines(record: AutotuneRecord) -> list[str]:
 def autotune_check(record: AutotuneRecord) -> CheckResult:
     """validate's `autotune` check: the step ran once per key; each choice, and the untouched kernel's first call."""
     chosen = "; ".join(choice_text(c) for c in record.choices) or "no call autotuned (lists pruned to one configuration)"
-    first = (f"; first call {first_call_text(record.untouched_first_call)}" if record.untouched_first_call else "")
+    first = (f"; first call {first_call_text(record.untouched_first_call)}" if record.untouched_first_call else
+             f"; first call {record.untouched_first_call_unmeasured}" if record.untouched_first_call_unmeasured else "")
     return CheckResult(name="autotune", status="passed",
                        message=f"the untouched kernel's own autotune ran once per key in a trusted step "
                                f"({record.seconds:.1f} s): {chosen}{first}",

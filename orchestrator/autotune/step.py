@@ -3,13 +3,15 @@
 A kernel that carries `@triton.autotune` with more than one configuration would autotune again in every
 worker (each starts with a fresh process and a fresh Triton cache), minutes per worker for a large list. So,
 once per run and before any candidate, one worker runs the untouched kernel (the user's code; no candidate
-code ever runs there, and no judge is forked) and lets its autotune run on every case: first a `first_call`
-(load and call once: the first-call latency a user's fresh process pays), then `autotune` (every case through
-the harness's verify). Its choices per key are the run's; every later worker pins them
-(`sandbox_worker/autotune_guard.py`). Progress reaches the live log as it happens, and at least every
-`HEARTBEAT_SECONDS` when a compile or a configuration takes long.
+code ever runs there, and no judge is forked) and lets its autotune run on every case (`autotune`: every case
+through the harness's verify; on a GPU each key's list is compiled on threads before it is timed). Its choices
+per key are the run's; every later worker pins them (`sandbox_worker/autotune_guard.py`). Progress reaches the
+live log as it happens, and at least every `HEARTBEAT_SECONDS` when a compile or a configuration takes long.
 
-`first_call` alone, in a worker of its own, measures the winner's first call the same way.
+Then `first_call`, in a fresh worker of its own (empty Triton cache, Triton compiling one configuration at a
+time), measures the latency a user's fresh process pays on its first call, within what is left of the step's
+deadline. It is a figure for the report and decides nothing, so a first call the deadline cuts is recorded as
+"longer than the time it had", and the step's choices stand. The winner's first call is measured the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from protocol.autotune import AutotuneRecord, AutotuneSetup, FirstCall
 from protocol.bundle import Case, Target
 from protocol.results import Evaluation, EvaluationStatus
 from protocol.worker import AutotuneCommand, FirstCallCommand, IsolationConfig
+
+MIN_FIRST_CALL_SECONDS = 5.0  # less left of the step's deadline: the untouched first call is not measured
 
 
 class AutotuneStepFailed(Exception):
@@ -96,7 +100,6 @@ async def run_step(workers: StepWorkers, kernel_source: str) -> AutotuneRecord |
     kernel_path.write_text(kernel_source, encoding="utf-8")
     cases = [case.model_dump() for case in workers.cases]
     commands: list[AutotuneCommand | FirstCallCommand] = [
-        FirstCallCommand(command_id=0, case=cases[0], seed=secrets.randbits(64)),
         AutotuneCommand(command_id=0, cases=cases, seed=secrets.randbits(64))]
     started = time.monotonic()
     evaluation = await run_evaluation(workers.plan("autotune", kernel_path, commands, _progress(log), workers.seconds),
@@ -105,15 +108,31 @@ async def run_step(workers: StepWorkers, kernel_source: str) -> AutotuneRecord |
     if evaluation.status is not EvaluationStatus.OK:
         raise AutotuneStepFailed(_failure(evaluation, workers))
     record = AutotuneRecord(kernels=kernels, choices=evaluation.autotune_choices or [],
-                            seconds=time.monotonic() - started, untouched_first_call=evaluation.first_call)
+                            seconds=time.monotonic() - started)
     for choice in record.choices:
         log.event(choice_line(choice))
     if not record.choices:
         log.event("autotune status=nothing_chosen (every call's list was pruned to one configuration)")
-    if record.untouched_first_call is not None:
-        log.event(first_call_line("untouched", record.untouched_first_call))
+    left = workers.seconds - (time.monotonic() - started)
+    if left < MIN_FIRST_CALL_SECONDS:
+        why = f"not measured: {max(left, 0.0):.1f} s of the step's {workers.seconds:g} s were left after its autotune"
+        log.event(f"first_call kernel=untouched status=skipped reason={quote(why)}")
+        record.untouched_first_call_unmeasured = why
+    else:
+        first, why = await measure_first_call(workers, kernel_path, "untouched", seconds=left)
+        record.untouched_first_call = first
+        record.untouched_first_call_unmeasured = unmeasured_reason(why, left) if first is None else None
     log.event(f"autotune status=done choices={len(record.choices)} seconds={record.seconds:.1f}")
     return record
+
+
+def unmeasured_reason(why: str, seconds: float) -> str:
+    """What the report says of an untouched first call that has no figure: one the step's deadline cut is
+    longer than the time it had (a user's fresh process pays at least that)."""
+    if why.startswith(EvaluationStatus.TIMEOUT.value):
+        return (f"longer than {seconds:.1f} s: the autotune step's deadline stopped it (a fresh process pays at "
+                "least that; raise --max-autotune-seconds to measure it)")
+    return f"failed: {why}"
 
 
 def _failure(evaluation: Evaluation, workers: StepWorkers) -> str:
@@ -123,11 +142,13 @@ def _failure(evaluation: Evaluation, workers: StepWorkers) -> str:
             f"(worker log: {evaluation.worker.log_path})")
 
 
-async def measure_first_call(workers: StepWorkers, kernel_path: Path, tag: str) -> tuple[FirstCall | None, str]:
-    """One fresh worker that loads `kernel_path` and calls it once on the first case; (None, why) on failure."""
+async def measure_first_call(workers: StepWorkers, kernel_path: Path, tag: str,
+                             seconds: float | None = None) -> tuple[FirstCall | None, str]:
+    """One fresh worker that loads `kernel_path` and calls it once on the first case, within `seconds` (the
+    step's deadline by default); (None, why) on failure, `why` starting with the evaluation's status."""
     command = FirstCallCommand(command_id=0, case=workers.cases[0].model_dump(), seed=secrets.randbits(64))
     evaluation = await run_evaluation(workers.plan(tag, kernel_path, [command], _progress(workers.log),
-                                                   workers.seconds), workers.spawner, workers.parent_env)
+                                                   seconds or workers.seconds), workers.spawner, workers.parent_env)
     write_json(workers.work_root / f"{tag}.json", evaluation)
     if evaluation.status is not EvaluationStatus.OK or evaluation.first_call is None:
         why = f"{evaluation.status.value}: {evaluation.reason}"

@@ -71,6 +71,13 @@ def test_a_list_compiled_ahead_on_threads_says_so_while_and_after_it_compiles():
         RECORD.model_copy(update={"choices": [failed]}))[0]
 
 
+def test_an_untouched_first_call_the_deadline_stopped_is_reported_as_longer_than_its_time():
+    why = "longer than 152.3 s: the autotune step's deadline stopped it"
+    record = RECORD.model_copy(update={"untouched_first_call": None, "untouched_first_call_unmeasured": why})
+    assert report_lines(record)[1] == f"first call, untouched kernel: {why}"
+    assert autotune_check(record).message.endswith(f"; first call {why}")
+
+
 def test_validates_check_carries_the_record():
     check = autotune_check(RECORD)
     assert check.status == "passed" and "ran once per key in a trusted step" in check.message

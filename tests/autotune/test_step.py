@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from orchestrator.autotune import step as step_module
 from orchestrator.autotune.step import AutotuneStepFailed, StepWorkers, measure_first_call, run_step
 from orchestrator.bundle.inputs import load_cases_file, load_target_file
 from orchestrator.ledger.live_log import LiveLog
@@ -53,12 +54,16 @@ def test_the_untouched_kernels_autotune_runs_once_per_key(tmp_path, monkeypatch)
     evaluation = Evaluation.model_validate(json.loads((tmp_path / "autotune" / "result.json").read_text()))
     activity = evaluation.worker.autotune["worker"]
     assert (activity.mode, activity.tuned, activity.configurations_timed) == ("tune", 2, 8)
-    assert activity.tuned_during == ["first_call", "autotune"]
+    assert activity.tuned_during == ["autotune"]
+    # the first call had a fresh worker of its own: it autotuned its case's key again, as a user's process does
+    first_worker = Evaluation.model_validate(json.loads((tmp_path / "autotune" / "untouched.json").read_text()))
+    assert (first_worker.worker.autotune["worker"].tuned, first_worker.worker.autotune["worker"].tuned_during) == (
+        1, ["first_call"])
     assert [m.correct for m in evaluation.cases] == [True, True]
     lines = stream.getvalue().splitlines()
     progress = [line for line in lines if "progress='configuration" in line and "status=running" not in line]
     assert [line.split("progress='")[1].split("'")[0] for line in progress] == \
-        [f"configuration {i} of 4" for i in (1, 2, 3, 4)] * 2
+        [f"configuration {i} of 4" for i in (1, 2, 3, 4)] * 3  # two keys in the step, one in the first call
     assert all("kernel=add_kernel" in line and "key='n_elements=" in line for line in progress)
     assert any("autotune status=running" in line for line in lines)  # a compile or a configuration kept the worker quiet for over 0.02 s
     assert sum("autotune choice kernel=add_kernel" in line for line in lines) == 2
@@ -72,6 +77,29 @@ def test_a_step_past_its_deadline_stops_with_what_to_change(tmp_path):
     message = str(failed.value)
     assert message.startswith("the untouched kernel's autotune step failed: timeout: ")
     assert "raise --max-autotune-seconds (now 0.5)" in message and "worker log: " in message
+
+
+def test_a_first_call_the_steps_deadline_leaves_no_time_for_is_reported_not_measured(tmp_path, monkeypatch):
+    monkeypatch.setattr(step_module, "MIN_FIRST_CALL_SECONDS", 1e6)  # more than any step's deadline leaves
+    step, stream = workers(tmp_path)
+    record = trio.run(run_step, step, (EXAMPLE / "kernel.py").read_text())
+    assert record is not None and len(record.choices) == 2  # the choices stand: the first call decides nothing
+    assert record.untouched_first_call is None
+    assert record.untouched_first_call_unmeasured.startswith("not measured: ")
+    assert "s of the step's 120 s were left after its autotune" in record.untouched_first_call_unmeasured
+    assert "first_call kernel=untouched status=skipped" in stream.getvalue()
+    assert not (tmp_path / "autotune" / "untouched.json").exists()
+
+
+def test_a_first_call_cut_by_the_deadline_is_longer_than_the_time_it_had(tmp_path):
+    step, _stream = workers(tmp_path)
+    # well below a worker's start alone: the premise holds however fast the machine
+    first, why = trio.run(measure_first_call, step, EXAMPLE / "kernel.py", "untouched", 0.5)
+    assert first is None and why.startswith("timeout: ")
+    assert step_module.unmeasured_reason(why, 0.5) == (
+        "longer than 0.5 s: the autotune step's deadline stopped it (a fresh process pays at least that; raise "
+        "--max-autotune-seconds to measure it)")
+    assert step_module.unmeasured_reason("error: boom", 9.0) == "failed: error: boom"
 
 
 def test_a_kernel_without_a_list_to_choose_from_needs_no_step(tmp_path):
