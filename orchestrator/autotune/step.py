@@ -10,8 +10,8 @@ live log as it happens, and at least every `HEARTBEAT_SECONDS` when a compile or
 
 Then `first_call`, in a fresh worker of its own (empty Triton cache, Triton compiling one configuration at a
 time), measures the latency a user's fresh process pays on its first call, within what is left of the step's
-deadline. It is a figure for the report and decides nothing, so a first call the deadline cuts is recorded as
-"longer than the time it had", and the step's choices stand. The winner's first call is measured the same way.
+deadline and at most `MAX_FIRST_CALL_SECONDS`. It is a figure for the report and decides nothing, so a first
+call stopped at that limit is recorded as "longer than the time it had", and the step's choices stand. The winner's first call is measured the same way.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ from protocol.results import Evaluation, EvaluationStatus
 from protocol.worker import AutotuneCommand, FirstCallCommand, IsolationConfig
 
 MIN_FIRST_CALL_SECONDS = 5.0  # less left of the step's deadline: the untouched first call is not measured
+# the untouched first call's own limit: a longer one is reported as longer than this (it decides nothing, and a
+# 96-configuration list's first call compiles for minutes that the run's candidates can use better)
+MAX_FIRST_CALL_SECONDS = 60.0
 
 
 class AutotuneStepFailed(Exception):
@@ -119,9 +122,10 @@ async def run_step(workers: StepWorkers, kernel_source: str) -> AutotuneRecord |
         log.event(f"first_call kernel=untouched status=skipped reason={quote(why)}")
         record.untouched_first_call_unmeasured = why
     else:
-        first, why = await measure_first_call(workers, kernel_path, "untouched", seconds=left)
+        limit = min(left, MAX_FIRST_CALL_SECONDS)
+        first, why = await measure_first_call(workers, kernel_path, "untouched", seconds=limit)
         record.untouched_first_call = first
-        record.untouched_first_call_unmeasured = unmeasured_reason(why, left) if first is None else None
+        record.untouched_first_call_unmeasured = unmeasured_reason(why, limit) if first is None else None
     log.event(f"autotune status=done choices={len(record.choices)} seconds={record.seconds:.1f}")
     return record
 
@@ -130,8 +134,8 @@ def unmeasured_reason(why: str, seconds: float) -> str:
     """What the report says of an untouched first call that has no figure: one the step's deadline cut is
     longer than the time it had (a user's fresh process pays at least that)."""
     if why.startswith(EvaluationStatus.TIMEOUT.value):
-        return (f"longer than {seconds:.1f} s: the autotune step's deadline stopped it (a fresh process pays at "
-                "least that; raise --max-autotune-seconds to measure it)")
+        return (f"longer than {seconds:.1f} s: stopped at the limit of its measurement (a fresh process pays at "
+                "least that)")
     return f"failed: {why}"
 
 
