@@ -84,9 +84,13 @@ def test_dishonest_candidate_is_not_promoted(tmp_path, cheat):
     if run.decision.get("status") == "promoted":
         # A cheat the judge neutralised is an unchanged kernel, and the gate is a 99 % test: on a loaded 2-core
         # host it can pass an A/A pair by chance (CI once: 1.26x, lower bound 1.03, then 1.005x at
-        # revalidation). Revalidation measures again at another moment; there the candidate must show no gain.
+        # revalidation; once 1.62x, then a racing thread's wrong output at revalidation). Revalidation
+        # measures again in fresh workers at another moment; there the candidate must show no gain or fail
+        # a check.
         final = run.final_decision
-        assert final.get("status") == "rejected" and final.get("gates", {}).get("speedup") is False, run.summary()
+        final_gates = final.get("gates", {})
+        assert final.get("status") == "rejected", run.summary()
+        assert final_gates.get("speedup") is False or final_gates.get("correct") is False, run.summary()
     else:
         assert run.status in FAILURE_STATUSES or run.decision.get("status") == "rejected", run.summary()
     assert run.user.hashes() == run.user_hashes_before
