@@ -33,10 +33,14 @@ class AutotuneTiming(StrictModel):
 
 class CompiledAhead(StrictModel):
     """How a key's list was compiled before Triton timed it (sandbox_worker/autotune_compile.py): on `threads`
-    threads in `seconds`, or not, with why (`failed`: the timings then compiled one by one, as Triton does)."""
+    threads in `seconds`, `compiled` kernels of its `configurations` (fewer: those failed to compile and their
+    timings fail as Triton's would; None: this Triton's cache could not be read), or not, with why (`failed`:
+    the timings then compiled one by one, as Triton does)."""
 
     threads: int | None = Field(default=None, ge=1, le=1024)
     seconds: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None
+    configurations: int | None = Field(default=None, ge=0)
+    compiled: int | None = Field(default=None, ge=0)
     failed: ShortText | None = None
 
 

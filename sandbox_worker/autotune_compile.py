@@ -3,7 +3,8 @@
 Why: Triton's autotuner compiles each configuration the first time it times it, one after another, so a key's
 autotune costs the sum of its compiles (fbtriton's warp-specialized GEMM: about 2.6 s a configuration on an H100,
 96 configurations a key). Triton's own `AsyncCompileMode` (`triton.runtime._async_compile`) hands each compile
-that `JITFunction.run(..., warmup=True)` starts to an executor; ptxas runs as a subprocess of its own, so the
+that `JITFunction.run(..., warmup=True)` starts to an executor (each configuration's `pre_hook` run first, as
+Triton's timing runs it); ptxas runs as a subprocess of its own, so the
 compiles of a thread pool overlap. When the pool has finished, each kernel sits in the function's in-memory cache
 under the key the timed call computes from the same arguments, so timing it compiles nothing. A configuration
 that fails to compile here is dropped (`ignore_errors`) and fails again, as it always would, when Triton times
@@ -35,15 +36,45 @@ def available() -> bool:
     return True
 
 
-def compile_ahead(fn: Any, configs: list[Any], args: tuple[Any, ...], meta: dict[str, Any],
-                  threads: int) -> float:
-    """Compile `configs` of the autotuned `fn` (the Autotuner's `fn`) for one call, whose positional `args` and
-    keywords `meta` are those Triton's `_bench` was given, on `threads` threads; the seconds it took."""
+def launch_keywords(config: Any, meta: dict[str, Any], nargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords Triton's `Autotuner._bench` launches `config` with, after running its `pre_hook` on the call's
+    arguments by name as `_bench` does: a hook may set what the compile specializes on (TLX GEMMs set each
+    tensor descriptor's block shape to the configuration's tile), so compiling without it compiles kernels the
+    timings never look up."""
+    current = {**meta, **config.all_kwargs()}
+    if config.pre_hook is not None:
+        config.pre_hook({**nargs, **current})
+    return current
+
+
+def compile_ahead(fn: Any, configs: list[Any], args: tuple[Any, ...], meta: dict[str, Any], threads: int,
+                  nargs: dict[str, Any] | None = None) -> tuple[float, int | None]:
+    """Compile `configs` of the autotuned `fn` (the Autotuner's `fn`) for one call, whose positional `args`,
+    keywords `meta` and arguments by name `nargs` are those Triton's `_bench` was given, on `threads` threads.
+    Returns the seconds it took and how many kernels it compiled (None where this Triton's cache is not
+    readable). A configuration whose hook raises is skipped: its timing runs the hook again and fails as it
+    always would."""
     from triton.runtime._async_compile import AsyncCompileMode
 
     started = time.monotonic()
+    before = _compiled_keys(fn)
     with ThreadPoolExecutor(threads, thread_name_prefix="tlx-compile-ahead") as pool, \
             AsyncCompileMode(pool, ignore_errors=True):
         for config in configs:
-            fn.run(*args, **{**meta, **config.all_kwargs(), "warmup": True})
-    return time.monotonic() - started
+            try:
+                keywords = launch_keywords(config, meta, nargs or {})
+            except Exception:  # noqa: BLE001 - the kernel's own hook; Triton's timing reports it
+                continue
+            fn.run(*args, **{**keywords, "warmup": True})  # the call's own keywords carry warmup=False
+    seconds = time.monotonic() - started
+    after = _compiled_keys(fn)
+    return seconds, (None if before is None or after is None else len(after - before))
+
+
+def _compiled_keys(fn: Any) -> set[Any] | None:
+    """The keys of the kernels `fn` holds compiled (not a pending or failed compile), on every device."""
+    try:
+        return {(device, key) for device, cache in fn.device_caches.items() for key, kernel in cache[0].items()
+                if type(kernel).__name__ != "FutureKernel"}
+    except (AttributeError, TypeError, IndexError):
+        return None

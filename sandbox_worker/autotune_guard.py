@@ -296,11 +296,13 @@ class Guard:
             self.on_progress({"kernel": name, "key": _key_values(tuner, args, meta), "case_id": self.case_id,
                               "configuration": 1, "of": len(configs), "config": {}, "compiling_threads": threads})
         try:
-            seconds = autotune_compile.compile_ahead(tuner.fn, configs, args, meta, threads)
+            seconds, compiled = autotune_compile.compile_ahead(tuner.fn, configs, args, meta, threads,
+                                                               dict(getattr(tuner, "nargs", None) or {}))
         except Exception as exc:  # noqa: BLE001 - the timings then compile one by one, as Triton does
             tuning.compiled_ahead = {"failed": f"{type(exc).__name__}: {exc}"[:200]}
             return
-        tuning.compiled_ahead = {"threads": threads, "seconds": seconds}
+        tuning.compiled_ahead = {"threads": threads, "seconds": seconds, "configurations": len(configs),
+                                 "compiled": compiled}
 
     def _note_choices(self, tuner: Any, before: set[Any], tuning: _Tuning) -> None:
         """After a call in tune mode: a key it timed is a choice (and this process's pin for later objects of the

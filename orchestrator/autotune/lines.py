@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.text import one_line
-from protocol.autotune import AutotuneChoice, AutotuneRecord, FirstCall
+from protocol.autotune import AutotuneChoice, AutotuneRecord, CompiledAhead, FirstCall
 from protocol.lock import CheckResult
 from protocol.worker import AutotuneProgressEvent
 
@@ -60,8 +60,9 @@ def quiet_line(last: AutotuneProgressEvent | None, seconds: float) -> str:
 def choice_text(choice: AutotuneChoice) -> str:
     measured = f"{choice.measured_ms:.4g} ms" if choice.measured_ms is not None else "not timed (one configuration)"
     ahead = choice.compiled_ahead
-    compiled = ("" if ahead is None else f", compiled ahead on {ahead.threads} threads in {ahead.seconds:.1f} s"
-                if ahead.failed is None else f", compiled one by one (compiling ahead failed: {ahead.failed})")
+    compiled = ("" if ahead is None else f", {_ahead_count(ahead)}compiled ahead on {ahead.threads} threads in "
+                f"{ahead.seconds:.1f} s" if ahead.failed is None
+                else f", compiled one by one (compiling ahead failed: {ahead.failed})")
     return (f"{choice.kernel} [{key_text(choice.key_values)}] -> {config_text(choice.config)} ({measured} by "
             f"{TIMER_WORDS[choice.timer]}; {choice.configs_tried} of {choice.configs_listed} configurations tried, "
             f"{choice.seconds:.1f} s{compiled})")
@@ -81,7 +82,16 @@ def _compiled_ahead_words(choice: AutotuneChoice) -> str:
         return ""
     if ahead.failed is not None:
         return f" compiled_ahead=failed reason={_q(ahead.failed)}"
-    return f" compiled_ahead_threads={ahead.threads} compiled_ahead_s={ahead.seconds:.1f}"
+    counted = (f" compiled_ahead={ahead.compiled}/{ahead.configurations}"
+               if ahead.compiled is not None and ahead.configurations is not None else "")
+    return f" compiled_ahead_threads={ahead.threads} compiled_ahead_s={ahead.seconds:.1f}{counted}"
+
+
+def _ahead_count(ahead: CompiledAhead) -> str:
+    """'96 of 96 ' where the count is known; fewer than listed says the rest compiled (or failed) one by one."""
+    if ahead.compiled is None or ahead.configurations is None:
+        return ""
+    return f"{ahead.compiled} of {ahead.configurations} "
 
 
 def first_call_text(first: FirstCall) -> str:

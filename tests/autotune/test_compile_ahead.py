@@ -20,3 +20,47 @@ def test_threads_are_bounded_by_the_list_the_machine_and_the_cap():
 def test_the_installed_triton_compiles_asynchronously():
     # upstream 3.6 (the GPU host's), 3.9 (this suite's) and fbtriton 3.7 carry triton.runtime._async_compile
     assert autotune_compile.available()
+
+
+def _descriptor_tile_hook(nargs):
+    """A TLX GEMM's configuration hook (fbtriton's hopper_gemm_ws.py): the descriptor's block is the tile."""
+    nargs["a_desc"].block_shape = [nargs["BM"], nargs["BK"]]
+    nargs["NUM_SMS"] = 132
+
+
+def test_each_configuration_is_compiled_with_what_its_hook_sets_as_triton_times_it():
+    # Compiled without the hook, every descriptor keeps the caller's placeholder block and the kernels compiled
+    # ahead are not the ones the timings look up (an H100 compiled 96 of them in 3 s, then each timing compiled).
+    import torch
+    import triton
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a = torch.zeros(256, 256, dtype=torch.float16)
+    descriptor = TensorDescriptor(a, list(a.shape), list(a.stride()), [1, 1])
+    configs = [triton.Config({"BM": bm, "BK": 64}, num_warps=4, pre_hook=_descriptor_tile_hook) for bm in (64, 128)]
+    seen = []
+    for config in configs:
+        keywords = autotune_compile.launch_keywords(config, {"M": 256}, {"a_desc": descriptor, "M": 256})
+        seen.append((list(descriptor.block_shape), keywords["BM"], keywords["num_warps"], keywords["M"]))
+        assert "NUM_SMS" not in keywords and "a_desc" not in keywords  # Triton launches `current`, not the hook's dict
+    assert seen == [([64, 64], 64, 4, 256), ([128, 64], 128, 4, 256)]
+
+
+def test_a_configuration_without_a_hook_launches_with_its_own_and_the_calls_keywords():
+    import triton
+
+    config = triton.Config({"BLOCK_SIZE": 512}, num_warps=8, num_stages=3)
+    keywords = autotune_compile.launch_keywords(config, {"n_elements": 4096}, {})
+    assert keywords["BLOCK_SIZE"] == 512 and keywords["num_warps"] == 8 and keywords["n_elements"] == 4096
+
+
+def test_an_untouched_kernel_has_compiled_nothing_and_its_cache_is_readable():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), tl.load(x_ptr + tl.arange(0, BLOCK)))
+
+    assert autotune_compile._compiled_keys(copy) == set()
+    assert autotune_compile._compiled_keys(object()) is None  # another Triton's layout: the count is unknown

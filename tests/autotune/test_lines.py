@@ -65,6 +65,11 @@ def test_a_list_compiled_ahead_on_threads_says_so_while_and_after_it_compiles():
     assert choice_line(ahead).endswith("seconds=1.6 compiled_ahead_threads=8 compiled_ahead_s=12.3")
     assert report_lines(RECORD.model_copy(update={"choices": [ahead]}))[0].endswith(
         "1.6 s, compiled ahead on 8 threads in 12.3 s)")
+    counted = CHOICE.model_copy(update={"compiled_ahead": CompiledAhead(threads=8, seconds=3.1, configurations=96,
+                                                                         compiled=0)})
+    assert choice_line(counted).endswith("compiled_ahead_threads=8 compiled_ahead_s=3.1 compiled_ahead=0/96")
+    assert report_lines(RECORD.model_copy(update={"choices": [counted]}))[0].endswith(
+        "0 of 96 compiled ahead on 8 threads in 3.1 s)")
     failed = CHOICE.model_copy(update={"compiled_ahead": CompiledAhead(failed="RuntimeError: no driver")})
     assert choice_line(failed).endswith("compiled_ahead=failed reason='RuntimeError: no driver'")
     assert "compiled one by one (compiling ahead failed: RuntimeError: no driver))" in report_lines(
