@@ -352,3 +352,27 @@ def walk(x_ptr, n_steps, NUM_SM: tl.constexpr, BLOCK: tl.constexpr):
 '''
     facts = kernel_facts(ast.parse(source))["walk"]
     assert facts.strided_axes == frozenset({0}) and facts.persistent
+
+
+def test_a_comprehension_over_itertools_product_follows_each_factor_that_is_a_literal_list():
+    # The style of scripts/gpu/autotune_compile_threads.py's list, common in kernel libraries: each factor of the
+    # product is followed as its own loop would be.
+    loops = "    for BM in [16]\\\n    for BN in [16]\\\n    for s in STAGE_CHOICES\\\n    for w in [1]\\\n"
+    source = kernel("attention_comprehension")
+    assert loops in source
+    product = "import itertools\n" + source.replace(
+        loops, "    for BM, BN, s, w in itertools.product([16, 32], [16], STAGE_CHOICES, [1, 2])\\\n")
+    sites = by_key(product)
+    listed = sorted((site.name, site.value) for site in sites.values() if site.site == "config")
+    assert listed == [("BLOCK_M", 16), ("BLOCK_M", 32), ("BLOCK_N", 16), ("num_warps", 1), ("num_warps", 2)]
+    assert sites["autotune:_attn_fwd.configs#0"].note == (
+        "a comprehension of triton.Config entries over BLOCK_M in [16, 32]; BLOCK_N in [16]; num_warps in [1, 2] "
+        "(num_stages in STAGE_CHOICES left as written)")
+    assert changed_lines(product, set_literal(product, "config:_attn_fwd.BLOCK_M#1", 64)) == [
+        "-    for BM, BN, s, w in itertools.product([16, 32], [16], STAGE_CHOICES, [1, 2])\\",
+        "+    for BM, BN, s, w in itertools.product([16, 64], [16], STAGE_CHOICES, [1, 2])\\"]
+    # values that go together, (BM, BN) pairs, stay as written; the other factors are still followed
+    paired = "import itertools\n" + source.replace(
+        loops, "    for (BM, BN), s, w in itertools.product([(16, 16), (32, 16)], STAGE_CHOICES, [1, 2])\\\n")
+    names = sorted((site.name, site.value) for site in by_key(paired).values() if site.site == "config")
+    assert names == [("num_warps", 1), ("num_warps", 2)]

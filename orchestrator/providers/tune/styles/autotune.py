@@ -159,9 +159,11 @@ def _comprehension_configs(scan: Scan, kernel: str, comprehension: cst.ListComp,
     followed, left = [], []
     clause: cst.CompFor | None = comprehension.for_in
     while clause is not None:
-        parameter = feeds.get(clause.target.value) if isinstance(clause.target, cst.Name) else None
-        values = _module_list(scan, clause.iter)
-        if parameter is not None:
+        for target, iterable in _loops(clause):
+            parameter = feeds.get(target.value) if isinstance(target, cst.Name) else None
+            if parameter is None:
+                continue
+            values = _module_list(scan, iterable)
             kind = LAUNCH_OPTIONS.get(parameter) or (
                 facts.kind_of(parameter) if facts else literal_kind(parameter, False))
             elements = values.elements if isinstance(values, (cst.List, cst.Tuple)) else ()
@@ -177,6 +179,19 @@ def _comprehension_configs(scan: Scan, kernel: str, comprehension: cst.ListComp,
     if left:
         note += f" ({'; '.join(left)} left as written)"
     scan.record(Found(LIST.site, "configs", "configs", comprehension, None, kernel, scope_name=kernel, note=note))
+
+
+def _loops(clause: cst.CompFor) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Each loop variable of a comprehension clause with what it runs over: `for BM in [64, 128]` is one;
+    `for BM, w in itertools.product([64, 128], [4, 8])` is one per factor of the product, so each factor's literal
+    list is followed as its own loop would be. A nested target (`for (m, n), w in product(...)`) pairs values and
+    stays as written."""
+    target, iterable = clause.target, clause.iter
+    if (isinstance(target, cst.Tuple) and isinstance(iterable, cst.Call) and dotted(iterable.func) == "product"
+            and all(argument.keyword is None and not argument.star for argument in iterable.args)
+            and len(target.elements) == len(iterable.args)):
+        return [(element.value, argument.value) for element, argument in zip(target.elements, iterable.args, strict=True)]
+    return [(target, iterable)]
 
 
 def _module_list(scan: Scan, node: cst.BaseExpression) -> cst.BaseExpression:
