@@ -1,5 +1,5 @@
 """Joint search with screening: optuna's TPE proposes families of configurations over every knob at once,
-one screening worker ranks a family against the incumbent (its control, timed in the same worker), and the
+one screening worker ranks a family against the incumbent (its control, timed in the same worker first and last), and the
 fastest few go to the promotion gate one at a time.
 
 Why optuna: the grid's best matmul differs from the baseline in all six knobs, which one knob at a time
@@ -180,13 +180,12 @@ class FamilySearch:
         self.families += 1
         labelled = [(_label(incumbent, config), variant) for config, variant in zip(configs, sources, strict=True)]
         observe = takes_tables(source, knobs)
-        results = await (screen(labelled, observe=True) if observe else screen(labelled))
+        results, control = await _bracketed(screen, labelled, observe)
         if not results or not results[0].ok:
             for trial in trials:
                 self.study.tell(trial, state=TrialState.FAIL)
             self.fruitless = MAX_FRUITLESS_FAMILIES  # the screening worker (or the control) failed: stop screening
             return None
-        control = results[0].variant.medians_us
         base = self.values.get(incumbent, 1.0)
         ok_count = sum(1 for r in results if r.ok)
         faster: list[Screened] = []
@@ -211,18 +210,20 @@ class FamilySearch:
             if relative <= 1 - MIN_SCREEN_GAIN:
                 faster.append(screened)
         faster.sort(key=lambda s: s.relative)
-        table = self._table(knobs, source, configs, results, weights, base, excluded) if observe else None
+        table = self._table(knobs, source, configs, results, control, weights, base, excluded) if observe else None
         self.queue = ([table] if table is not None else []) + faster[:PROMOTE_PER_FAMILY]
         self.fruitless = 0 if self.queue else self.fruitless + 1
         return True
 
     @staticmethod
     def _table(knobs: list[Knob], source: str, configs: list[tuple[tuple[str, int], ...]], results: list[Any],
-               weights: dict[str, float], base: float, excluded: Callable[[str], bool]) -> Screened | None:
+               control: dict[str, float], weights: dict[str, float], base: float,
+               excluded: Callable[[str], bool]) -> Screened | None:
         """A per-shape table of the family's fastest per group of cases, when it serves the cases better than
-        any single configuration did (orchestrator/providers/tune/tables.py `compose_table`); None otherwise."""
-        runs = [Run(config, dict(r.variant.medians_us), dict(r.variant.observed))
-                for config, r in zip(configs, results, strict=True) if r.ok]
+        any single configuration did (orchestrator/providers/tune/tables.py `compose_table`); None otherwise.
+        The control's run carries the bracketed medians (`_bracketed`)."""
+        runs = [Run(config, dict(control if index == 0 else r.variant.medians_us), dict(r.variant.observed))
+                for index, (config, r) in enumerate(zip(configs, results, strict=True)) if r.ok]
         plan = compose_table(source, knobs, runs[0], runs[1:], weights, min_gain=MIN_SCREEN_GAIN)
         if plan is None or excluded(plan.source):
             return None
@@ -264,10 +265,10 @@ class FamilySearch:
         incumbent = _config(knobs)
         labelled = [(_label(incumbent, incumbent), source)] + [(_label(incumbent, config), variant)
                                                                 for config, variant in moves]
-        results = await screen(labelled)
+        results, control = await _bracketed(screen, labelled, False)
         if not results or not results[0].ok:
             return 0
-        control, judged = results[0].variant.medians_us, 0
+        judged = 0
         for (config, _), result in zip(moves, results[1:], strict=False):
             if not result.ok and result.variant.reason.startswith("not screened"):
                 continue
@@ -328,6 +329,30 @@ def _resource(reason: str) -> str | None:
     if "threads" in lowered and "per block" in lowered:
         return THREADS
     return None
+
+
+async def _bracketed(screen: Screen, labelled: list[tuple[str, str]],
+                     observe: bool) -> tuple[list[Any], dict[str, float]]:
+    """Screen a family whose first entry is the incumbent (its control), with the control timed once more after
+    the rest: the family's results without that closing run, and the control's medians, per case the faster
+    of its two timings. Why: a worker's first variant can be timed slow (a loaded host, a cold start; once
+    3x its later self on a CI machine under the interpreter), and every variant then looked faster than it
+    was and went to the gate; load that grows during the family would make them look slower instead. The
+    faster of the two is the reference either way, so a drift can only hide a gain, never invent one. A
+    closing run that failed or was not screened leaves the first timing alone."""
+    results = await (screen([*labelled, labelled[0]], observe=True) if observe else screen([*labelled, labelled[0]]))
+    if len(results) <= len(labelled):  # the screening ended early (it returns what it measured, or nothing)
+        results = list(results)
+        closing = None
+    else:
+        results, closing = list(results[:-1]), results[-1]
+    if not results or not results[0].ok:
+        return results, {}
+    control = dict(results[0].variant.medians_us)
+    if closing is not None and closing.ok:
+        again = closing.variant.medians_us
+        control = {case: min(median, again.get(case, median)) for case, median in control.items()}
+    return results, control
 
 
 def _space(knobs: list[Knob]) -> tuple[str, ...]:

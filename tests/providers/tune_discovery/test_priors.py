@@ -112,8 +112,8 @@ def test_the_first_family_is_the_control_then_the_priors():
 
     trio.run(lambda: search.next_screened(knobs, text, screen, family_size=8, excluded=lambda _: False))
     first = screens.screened
-    assert first[0] == knob_values(text)
-    assert first[1:] == [by_name(c, knobs) for c in prior_configs(knobs)][:7]
+    assert first[0] == first[-1] == knob_values(text)  # the control leads the family and closes it
+    assert first[1:-1] == [by_name(c, knobs) for c in prior_configs(knobs)][:7]
 
 
 def test_no_priors_and_no_bounds_where_the_roles_are_not_plain():

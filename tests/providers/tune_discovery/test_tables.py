@@ -128,7 +128,7 @@ def test_after_the_table_is_promoted_the_search_starts_over_around_it():
     assert after is None and search.spent and not search.queue
     knob = next(k for k in tunable_knobs(proposal.source) if k.name == "num_warps")
     assert len(screens.families) == 2 and screens.families[1][0] == proposal.source
-    assert len(screens.families[1]) == len(knob.domain) and "}.get(N, " in knob.expression
+    assert len(screens.families[1]) == len(knob.domain) + 1 and "}.get(N, " in knob.expression  # + the closing control
 
 
 def runs_for(warps_by_step: dict[int, dict[str, int]], cases: dict[str, tuple[int, int]] | None = None
