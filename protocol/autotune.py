@@ -33,9 +33,10 @@ class AutotuneTiming(StrictModel):
 
 class CompiledAhead(StrictModel):
     """How a key's list was compiled before Triton timed it (sandbox_worker/autotune_compile.py): on `threads`
-    threads in `seconds`, `compiled` kernels of its `configurations` (fewer: those failed to compile and their
-    timings fail as Triton's would; None: this Triton's cache could not be read), or not, with why (`failed`:
-    the timings then compiled one by one, as Triton does)."""
+    threads in `seconds`, with a kernel ready for `compiled` of its `configurations` when the threads finished
+    (fewer: the rest failed to compile, and their timings compile or fail as Triton's would; None: this Triton's
+    pending compiles could not be read), or not, with why (`failed`: the timings then compiled one by one, as
+    Triton does)."""
 
     threads: int | None = Field(default=None, ge=1, le=1024)
     seconds: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None

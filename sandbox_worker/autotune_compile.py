@@ -51,30 +51,34 @@ def compile_ahead(fn: Any, configs: list[Any], args: tuple[Any, ...], meta: dict
                   nargs: dict[str, Any] | None = None) -> tuple[float, int | None]:
     """Compile `configs` of the autotuned `fn` (the Autotuner's `fn`) for one call, whose positional `args`,
     keywords `meta` and arguments by name `nargs` are those Triton's `_bench` was given, on `threads` threads.
-    Returns the seconds it took and how many kernels it compiled (None where this Triton's cache is not
-    readable). A configuration whose hook raises is skipped: its timing runs the hook again and fails as it
-    always would."""
+    Returns the seconds it took and for how many configurations a kernel was ready when the threads finished
+    (compiled there, or already in `fn`'s cache; None where this Triton's pending compiles cannot be read). A
+    configuration whose hook raises is skipped: its timing runs the hook again and fails as it always would."""
     from triton.runtime._async_compile import AsyncCompileMode
 
     started = time.monotonic()
-    before = _compiled_keys(fn)
+    launched: list[Any] = []
     with ThreadPoolExecutor(threads, thread_name_prefix="tlx-compile-ahead") as pool, \
             AsyncCompileMode(pool, ignore_errors=True):
         for config in configs:
             try:
                 keywords = launch_keywords(config, meta, nargs or {})
             except Exception:  # noqa: BLE001 - the kernel's own hook; Triton's timing reports it
+                launched.append(None)
                 continue
-            fn.run(*args, **{**keywords, "warmup": True})  # the call's own keywords carry warmup=False
+            launched.append(fn.run(*args, **{**keywords, "warmup": True}))  # the call's keywords carry warmup=False
     seconds = time.monotonic() - started
-    after = _compiled_keys(fn)
-    return seconds, (None if before is None or after is None else len(after - before))
+    states = [kernel_ready(kernel) for kernel in launched]
+    return seconds, (None if None in states else sum(states))
 
 
-def _compiled_keys(fn: Any) -> set[Any] | None:
-    """The keys of the kernels `fn` holds compiled (not a pending or failed compile), on every device."""
-    try:
-        return {(device, key) for device, cache in fn.device_caches.items() for key, kernel in cache[0].items()
-                if type(kernel).__name__ != "FutureKernel"}
-    except (AttributeError, TypeError, IndexError):
-        return None
+def kernel_ready(launched: Any) -> bool | None:
+    """Whether what `JITFunction.run(..., warmup=True)` returned under `AsyncCompileMode` is a usable kernel once
+    the mode has ended: a kernel from the cache is; a pending compile (`FutureKernel`, in upstream 3.6-3.9 and
+    fbtriton alike) is when its compile finished (`kernel` set), not when it failed; None: a form unknown here."""
+    if launched is None:
+        return False
+    if type(launched).__name__ != "FutureKernel":
+        return True
+    state = vars(launched)  # never getattr: a FutureKernel answers unknown attributes by waiting for its result
+    return None if "kernel" not in state else state["kernel"] is not None

@@ -55,7 +55,10 @@ RUN = textwrap.dedent('''
     sys.path.insert(0, sys.argv[1])
     sys.path.insert(0, sys.argv[4])
     import tuned
-    from sandbox_worker.autotune_compile import _compiled_keys, compile_ahead
+    from sandbox_worker.autotune_compile import compile_ahead
+
+    def cached(fn):  # kernels the function holds, on every device (what a timing looks up)
+        return sum(len(cache[0]) for cache in fn.device_caches.values())
     mode, threads, size = sys.argv[2], int(sys.argv[3]), 4096
     a = torch.randn(size, size, device="cuda", dtype=torch.float16)
     b = torch.randn(size, size, device="cuda", dtype=torch.float16)
@@ -68,14 +71,14 @@ RUN = textwrap.dedent('''
     torch.cuda.synchronize()
     seconds, compiled = compile_ahead(fn, tuned.CONFIGS, args, {"grid": grid, "warmup": False}, threads,
                                       nargs if mode == "hooks" else None)
-    before = len(_compiled_keys(fn))
+    before = cached(fn)
     started = time.perf_counter()
     tuned.matmul_tma[grid](*args)
     torch.cuda.synchronize()
     first = time.perf_counter() - started
     ok = torch.allclose(c.float(), (a.float() @ b.float()), atol=1.0, rtol=0.05)
     print(json.dumps({"mode": mode, "configs": len(tuned.CONFIGS), "ahead_s": seconds, "compiled_ahead": compiled,
-                      "first_call_s": first, "compiled_by_first_call": len(_compiled_keys(fn)) - before,
+                      "first_call_s": first, "compiled_by_first_call": cached(fn) - before,
                       "correct": bool(ok), "best": str(tuned.matmul_tma.best_config)}))
 ''')
 

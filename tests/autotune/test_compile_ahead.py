@@ -54,13 +54,22 @@ def test_a_configuration_without_a_hook_launches_with_its_own_and_the_calls_keyw
     assert keywords["BLOCK_SIZE"] == 512 and keywords["num_warps"] == 8 and keywords["n_elements"] == 4096
 
 
-def test_an_untouched_kernel_has_compiled_nothing_and_its_cache_is_readable():
-    import triton
-    import triton.language as tl
+def test_a_configuration_counts_as_ready_when_its_compile_finished_and_not_when_it_failed():
+    from concurrent.futures import ThreadPoolExecutor
 
-    @triton.jit
-    def copy(x_ptr, BLOCK: tl.constexpr):
-        tl.store(x_ptr + tl.arange(0, BLOCK), tl.load(x_ptr + tl.arange(0, BLOCK)))
+    from triton.runtime._async_compile import AsyncCompileMode, FutureKernel
 
-    assert autotune_compile._compiled_keys(copy) == set()
-    assert autotune_compile._compiled_keys(object()) is None  # another Triton's layout: the count is unknown
+    def compiles():
+        return "compiled kernel"
+
+    def fails():
+        raise RuntimeError("PassManager::run failed: cp.async does not support transfers smaller than 4 bytes")
+
+    with ThreadPoolExecutor(2) as pool, AsyncCompileMode(pool, ignore_errors=True) as mode:
+        done = mode.submit("a", compiles, lambda kernel: None, lambda pending: None)
+        broken = mode.submit("b", fails, lambda kernel: None, lambda pending: None)
+    assert isinstance(done, FutureKernel) and isinstance(broken, FutureKernel)
+    assert autotune_compile.kernel_ready(done) is True
+    assert autotune_compile.kernel_ready(broken) is False
+    assert autotune_compile.kernel_ready(object()) is True  # a kernel the function's cache already held
+    assert autotune_compile.kernel_ready(None) is False  # its hook raised: nothing was started
