@@ -84,13 +84,12 @@ def test_dishonest_candidate_is_not_promoted(tmp_path, cheat):
     if run.decision.get("status") == "promoted":
         # A cheat the judge neutralised is an unchanged kernel, and the gate is a 99 % test: on a loaded 2-core
         # host it can pass an A/A pair by chance (CI once: 1.26x, lower bound 1.03, then 1.005x at
-        # revalidation; once 1.62x, then a racing thread's wrong output at revalidation). Revalidation
-        # measures again in fresh workers at another moment; there the candidate must show no gain or fail
-        # a check.
+        # revalidation; once 1.62x, then a racing thread's wrong output at revalidation; once 1.47x, then
+        # 1.24x with a lower bound of 0.95). Revalidation measures again in fresh workers at another moment;
+        # there the gates must reject it: a failed check, too little gain, or a gain within the noise.
         final = run.final_decision
-        final_gates = final.get("gates", {})
-        assert final.get("status") == "rejected", run.summary()
-        assert final_gates.get("speedup") is False or final_gates.get("correct") is False, run.summary()
+        failed_gates = {gate for gate, passed in final.get("gates", {}).items() if passed is False}
+        assert final.get("status") == "rejected" and failed_gates, run.summary()
     else:
         assert run.status in FAILURE_STATUSES or run.decision.get("status") == "rejected", run.summary()
     assert run.user.hashes() == run.user_hashes_before
