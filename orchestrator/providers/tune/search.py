@@ -340,7 +340,8 @@ async def _bracketed(screen: Screen, labelled: list[tuple[str, str]],
     was and went to the gate; load that grows during the family would make them look slower instead. The
     faster of the two is the reference either way, so a drift can only hide a gain, never invent one. A
     closing run that failed or was not screened leaves the first timing alone."""
-    results = await (screen([*labelled, labelled[0]], observe=True) if observe else screen([*labelled, labelled[0]]))
+    family = [*labelled, labelled[0]]
+    results = await (screen(family, observe=True) if observe else screen(family))
     if len(results) <= len(labelled):  # the screening ended early (it returns what it measured, or nothing)
         results = list(results)
         closing = None
