@@ -89,6 +89,10 @@ class WorkerRecord(StrictModel):
     # what Triton's autotuners did in the worker ("worker") and in a judge's candidate process, as the worker's
     # `finished` event said (protocol/autotune.py); None when the worker was given no autotune setup
     autotune: dict[str, AutotuneActivity] | None = None
+    # compiled kernel groups the worker started with, kept from earlier workers of its exact source, and the new
+    # ones it compiled that the run kept for later workers of that source (orchestrator/worker/kernel_cache.py)
+    kernel_groups_given: int = 0
+    kernel_groups_kept: int = 0
 
 
 class CommandSeed(StrictModel):
@@ -291,6 +295,9 @@ class RunReport(StrictModel):
     # where the judges' verify went, by step (the candidate's CUDA start, its recorded calls, loading the
     # binaries, replays, references), summed over every case of every evaluation (docs/performance.md)
     verify_seconds: dict[str, float] = Field(default_factory=dict)
+    # compiled kernel groups workers started with ("given", kept from earlier workers of the same source) and
+    # that the run kept from them ("kept") (orchestrator/worker/kernel_cache.py)
+    kernel_groups: dict[str, int] = Field(default_factory=dict)
     physics: str = ""  # the peaks the physics check used, or why there was none
     profile_evidence: list[str] = Field(default_factory=list)  # the profilers every candidate had to bring
     # calls in which the provider raised (each a failed proposal, its traceback under provider_failures/)

@@ -252,6 +252,8 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                        physics=device_peaks_line(baseline.worker.device), profile_evidence=required,
                        provider_failures=provider_failures, workers=len(workers),
                        worker_seconds=worker_cost(workers), verify_seconds=verify_cost(evaluations),
+                       kernel_groups={"given": sum(worker.kernel_groups_given for worker in workers),
+                                      "kept": sum(worker.kernel_groups_kept for worker in workers)},
                        finalists=list(finalists or []))
     return RunResult(report=report, success=exit_code == 0, exit_code=exit_code, stopping_reason=stopping_reason,
                      stopping_detail=stopping_detail, winner_experiment_id=winner_id, best_kernel_path=str(best_path), baseline=baseline,

@@ -28,6 +28,7 @@ from orchestrator.ledger.live_log import LiveLog
 from orchestrator.run.state import RunAborted, RunState
 from orchestrator.source_digest import raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
+from orchestrator.worker.kernel_cache import SourceKernelCache
 from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import end_leftovers
 from orchestrator.worker.verdict_fallback import worker_target
@@ -73,6 +74,8 @@ class Evaluator:
         self.finished_workers: dict[str, str] = {}  # scratch dir -> evaluation, for `refuse_leftovers`
         # a resumed run's finished evaluations of experiments that had not finished (ledger/evaluations.py)
         self.reusable: dict[tuple[str, str], FinishedEvaluation] = {}
+        # what each source's workers compiled, for its later workers only (worker/kernel_cache.py)
+        self.kernel_cache = SourceKernelCache(artifacts.root / "kernel_cache")
 
     def profile_factory(self, experiment_id: str, level: str, reason: str, diagnostic: bool = False):
         if not self.config.profile:
@@ -167,7 +170,11 @@ class Evaluator:
             if benchmark:
                 await self.refuse_leftovers()
             self.log.progress(f"{experiment_id} evaluating {role.value} ({tag})")
+            given = self.kernel_cache.fill(digest, work_dir / "triton_cache") if digest else 0
             evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
+            evaluation.worker.kernel_groups_given = given
+            if digest and evaluation.status is EvaluationStatus.OK:  # its process tree has ended
+                evaluation.worker.kernel_groups_kept = self.kernel_cache.keep(digest, work_dir / "triton_cache")
             self.finished_workers[str(work_dir)] = f"{experiment_id} {role.value} ({tag})"
             impossible = physics_verdict(evaluation, untouched=False) if benchmark and role is not Role.BASELINE \
                 else None

@@ -44,8 +44,8 @@ TRUSTED_CACHE_LIMIT_BYTES = 256 << 20  # the driver module and launchers: a few 
 
 
 class TrustedTritonCache:
-    """Triton cache files the judge vouches for, held in its memory: what the worker's cache held before any
-    candidate code ran (the run's seed, the driver module), and the launchers the judge built itself."""
+    """Triton cache files the judge vouches for, held in its memory: the loadable modules the worker's cache held
+    before any candidate code ran (the run's seed, the driver module), and the launchers the judge built itself."""
 
     def __init__(self, files: dict[str, bytes] | None = None) -> None:
         self.files: dict[str, bytes] = dict(files or {})  # path relative to the cache root -> content
@@ -84,7 +84,9 @@ def _read_tree(root: Path) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = 0
     for path in sorted(root.rglob("*")):
-        if path.is_symlink() or not path.is_file() or path.name == "lock":
+        # loadable modules only (the driver module, launchers): the judge never reads a kernel from a cache, and
+        # the run copies compiled kernels of the worker's own source in (orchestrator/worker/kernel_cache.py)
+        if path.is_symlink() or not path.is_file() or path.suffix != ".so":
             continue
         content = path.read_bytes()
         total += len(content)
