@@ -27,6 +27,7 @@ from orchestrator.ledger.evaluations import FinishedEvaluation, write_finished
 from orchestrator.ledger.live_log import LiveLog
 from orchestrator.run.state import RunAborted, RunState
 from orchestrator.source_digest import raw_digest
+from orchestrator.worker.environment import triton_cache_dir
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.kernel_cache import SourceKernelCache
 from orchestrator.worker.process import Spawner, SubprocessSpawner
@@ -170,11 +171,12 @@ class Evaluator:
             if benchmark:
                 await self.refuse_leftovers()
             self.log.progress(f"{experiment_id} evaluating {role.value} ({tag})")
-            given = self.kernel_cache.fill(digest, work_dir / "triton_cache") if digest else 0
+            worker_cache = triton_cache_dir(work_dir)
+            given = self.kernel_cache.fill(digest, worker_cache) if digest else 0
             evaluation = await run_evaluation(plan, self.spawner, self.parent_env)
             evaluation.worker.kernel_groups_given = given
             if digest and evaluation.status is EvaluationStatus.OK:  # its process tree has ended
-                evaluation.worker.kernel_groups_kept = self.kernel_cache.keep(digest, work_dir / "triton_cache")
+                evaluation.worker.kernel_groups_kept = self.kernel_cache.keep(digest, worker_cache)
             self.finished_workers[str(work_dir)] = f"{experiment_id} {role.value} ({tag})"
             impossible = physics_verdict(evaluation, untouched=False) if benchmark and role is not Role.BASELINE \
                 else None

@@ -30,6 +30,11 @@ PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 SCRATCH_DIRS = ("home", "tmp", "triton_cache")
 
 
+def triton_cache_dir(scratch: Path) -> Path:
+    """The Triton cache a worker with this scratch directory compiles into (its TRITON_CACHE_DIR)."""
+    return scratch / "triton_cache"
+
+
 def make_scratch_dirs(scratch: Path) -> None:
     for sub in SCRATCH_DIRS:
         (scratch / sub).mkdir(parents=True, exist_ok=True)
@@ -81,7 +86,7 @@ def build_worker_environment(
         "TLX_WORKER_SCRATCH": str(scratch),
         "HOME": str(scratch / "home"),
         "TMPDIR": str(scratch / "tmp"),
-        "TRITON_CACHE_DIR": str(scratch / "triton_cache"),
+        "TRITON_CACHE_DIR": str(triton_cache_dir(scratch)),
         "PYTHONPATH": pythonpath,
         "PYTHONSAFEPATH": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
