@@ -3,8 +3,8 @@
 # (`@triton.autotune` over 288 configurations, pruned to 96 per shape, use_cuda_graph=True), taken from
 # tests/providers/tune_discovery/fixtures/tlx/ (MIT, copied from the fbtriton 3.7.4 wheel).
 #
-# Needs fbtriton under /tmp/fbvenv/bin/python: ../shared/tools/fbtriton-parts.sh here, then its parts and
-# ../shared/tools/fbtriton-install-gpu.sh on the host (the project's own wheels as for every GPU script, .whl).
+# Needs fbtriton under /tmp/fbvenv/bin/python: its wheel cut in parts here, sent one per command to /tmp/fb/, then
+# scripts/gpu/install_fbtriton.sh on the host (the project's own wheels as for every GPU script, .whl).
 #   bash scripts/gpu/h200_autotune_tlx.sh validate   init-bundle, then `validate` at default flags (timed; it must
 #                                                     end within 5 minutes, PASSED or with a named refusal), its
 #                                                     autotune lines, the longest silence in its log, torch beside
@@ -31,6 +31,7 @@ FIXTURE=${FIXTURE:-tests/providers/tune_discovery/fixtures/tlx/hopper_gemm_ws.py
 ENTRY=${ENTRY:-matmul} KIND=${KIND:-gemm} DTYPE=${DTYPE:-float16} BACKEND=${BACKEND:-cuda}
 NAME=${NAME:-$(basename "$FIXTURE" .py)}
 WORK=$OUT/$NAME
+export PY TOTAL FIXTURE ENTRY KIND DTYPE BACKEND NAME BUNDLE  # `start` runs this script again in a session of its own
 mkdir -p "$WORK"
 
 stamped() {  # stamped FILE: stdin to FILE, each line prefixed with the seconds since the command started
@@ -161,9 +162,14 @@ case "$part" in
     ;;
   start)
     bundle
-    (optimize_command 2>&1 > "$WORK/optimize.json" | stamped "$WORK/optimize.log"; echo done > "$WORK/optimize.done") \
-      > /dev/null 2>&1 &
+    rm -f "$WORK/optimize.done"
+    # Its own process session: the host ends every process a command leaves behind except those (setsid).
+    setsid bash "$0" background < /dev/null > /dev/null 2>&1 &
     echo "optimize started in the background: $WORK/optimize.log"
+    ;;
+  background)
+    optimize_command 2>&1 > "$WORK/optimize.json" | stamped "$WORK/optimize.log"
+    echo done > "$WORK/optimize.done"
     ;;
   collect)
     for _ in $(seq 1 "${WAIT:-540}"); do [ -f "$WORK/optimize.done" ] && break; sleep 1; done
