@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -51,12 +52,17 @@ from orchestrator.compile_ahead.feasibility import (
 )
 from orchestrator.compile_ahead.models import CompileTarget, ConfigSpec, Frozen, ResourceReport, Scalar
 from orchestrator.compile_ahead.reports import report_from_result
-from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
+from orchestrator.source_digest import raw_digest
+from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs, triton_cache_dir
 from protocol.base import StrictModel
 
 LAUNCH_CHILD = Path(__file__).resolve().with_name("launch_child.py")
 INPUT_SALT = 0  # any salt: inputs only need the case's shapes and dtypes
 MIN_VARIANT_SECONDS = 5.0  # less cannot even import torch and Triton in the child
+
+# Given the variant's source digest (sha256 of its text) and the child's Triton cache once the child has ended,
+# keeps what it compiled for that source's later workers (orchestrator/worker/kernel_cache.py); how many groups.
+KeepKernels = Callable[[str, Path], int]
 
 
 class VariantJob(Frozen):
@@ -88,6 +94,7 @@ class VariantCheck(StrictModel):
     triton_version: str | None = None
     isolation: dict[str, str] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)  # a case whose entry raised here, and why
+    kernel_groups_kept: int = 0  # compiled kernels handed to the run's cache for this source's workers
 
     def infeasible_reports(self) -> list[ResourceReport]:
         """The compiles that over-ran a limit or failed: what the infeasible store remembers."""
@@ -128,9 +135,8 @@ LAUNCH_EVENT = TypeAdapter(Annotated[ReadyEvent | RefusedEvent | SourceErrorEven
                                      | CompiledEvent | CaseErrorEvent | FinishedEvent, Field(discriminator="event")])
 
 
-def request_for(job: VariantJob, scratch: Path, seconds: float) -> dict[str, Any]:
-    """The child's request; the variant is copied into the scratch directory under a worker-like name."""
-    source = job.source_path.read_text(encoding="utf-8")
+def request_for(job: VariantJob, scratch: Path, seconds: float, source: str) -> dict[str, Any]:
+    """The child's request; the variant's text is copied into the scratch directory under a worker-like name."""
     module = scratch / "candidate_modules" / f"tlx_candidate_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py"
     module.parent.mkdir()
     module.write_text(source, encoding="utf-8")
@@ -188,9 +194,12 @@ class Follower:
         return judge_launches(pairs, complete=complete, why_incomplete=why_incomplete or "; ".join(self.notes))
 
 
-async def check_variant(job: VariantJob, *, seconds: float = 300.0, scratch_root: Path | None = None) -> VariantCheck:
+async def check_variant(job: VariantJob, *, seconds: float = 300.0, scratch_root: Path | None = None,
+                        keep_kernels: KeepKernels | None = None) -> VariantCheck:
     """Compile one variant ahead through its entry. Never raises for the variant's trouble (that is its
-    verdict); raises OSError when the interpreter, the harness or the variant file is missing."""
+    verdict); raises OSError when the interpreter, the harness or the variant file is missing. With
+    `keep_kernels`, a child that ran to its last word hands what it compiled to the run's cache, keyed by the
+    variant's own source: the child ran that source alone, as a worker of it would."""
     python = shutil.which(job.python)
     if python is None:
         raise FileNotFoundError(f"compile ahead: no interpreter {job.python!r}")
@@ -200,10 +209,12 @@ async def check_variant(job: VariantJob, *, seconds: float = 300.0, scratch_root
     scratch = Path(tempfile.mkdtemp(prefix="tlx-compile-ahead-", dir=scratch_root))
     follower = Follower(job)
     why_incomplete = ""
+    kept = 0
     try:
+        source = job.source_path.read_text(encoding="utf-8")  # read once: what the child runs, and its cache's key
         make_scratch_dirs(scratch)
         request_path = scratch / "request.json"
-        request_path.write_text(json.dumps(request_for(job, scratch, seconds)), encoding="utf-8")
+        request_path.write_text(json.dumps(request_for(job, scratch, seconds, source)), encoding="utf-8")
         env, _refused = build_worker_environment(os.environ, job.environment, scratch=scratch,
                                                  token=f"compile-ahead-{uuid.uuid4().hex}")
         stderr_path = scratch / "stderr.log"
@@ -231,17 +242,20 @@ async def check_variant(job: VariantJob, *, seconds: float = 300.0, scratch_root
         finally:
             with trio.CancelScope(shield=True):
                 await end_child(process, wait=EXIT_WAIT_SECONDS if last_word else 0.0)
+        if keep_kernels is not None and follower.finished:
+            kept = keep_kernels(raw_digest(source), triton_cache_dir(scratch))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     ready = follower.ready
     return VariantCheck(feasibility=follower.verdict(why_incomplete), compiles=follower.compiles,
                         seconds=round(time.monotonic() - started, 3),
                         triton_version=ready.triton_version if ready else None,
-                        isolation=ready.isolation if ready else {}, notes=follower.notes)
+                        isolation=ready.isolation if ready else {}, notes=follower.notes, kernel_groups_kept=kept)
 
 
 async def check_variants(jobs: list[VariantJob], *, seconds_per_variant: float = 300.0, max_parallel: int | None = None,
-                         deadline: float | None = None, scratch_root: Path | None = None) -> list[VariantCheck]:
+                         deadline: float | None = None, scratch_root: Path | None = None,
+                         keep_kernels: KeepKernels | None = None) -> list[VariantCheck]:
     """`check_variant` for each job, `max_parallel` children at a time (default: the host's cores less one,
     so the run's own work keeps a core); results in the order given. With a `deadline` (trio's clock) no child
     runs past it, and a variant whose turn comes too late is `unknown`, so what was compiled still counts."""
@@ -258,7 +272,8 @@ async def check_variants(jobs: list[VariantJob], *, seconds_per_variant: float =
                 checks[index] = VariantCheck(feasibility=Feasibility(
                     verdict=Verdict.UNKNOWN, reason="not compiled ahead: its time share was spent"))
                 return
-            checks[index] = await check_variant(job, seconds=seconds, scratch_root=scratch_root)
+            checks[index] = await check_variant(job, seconds=seconds, scratch_root=scratch_root,
+                                                keep_kernels=keep_kernels)
 
     async with trio.open_nursery() as nursery:
         for index, job in enumerate(jobs):

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 SECONDS = 120.0  # at most this long per candidate; a compile ahead cut off says unknown and decides nothing
 
 
-async def compiled_ahead(evaluator: Evaluator, store: InfeasibleStore | None, source: str, source_path: Path,
-                         seconds_left: float) -> Evaluation | None:
+async def compiled_ahead(evaluator: Evaluator, store: InfeasibleStore | None, experiment_id: str, source: str,
+                         source_path: Path, seconds_left: float) -> Evaluation | None:
     """The candidate's `build_failed` evaluation when it cannot run on the device, else None."""
     seconds = min(SECONDS, seconds_left / 4)
     if seconds <= 5:
@@ -32,7 +32,10 @@ async def compiled_ahead(evaluator: Evaluator, store: InfeasibleStore | None, so
     check = await check_candidate(source_path, harness_path=evaluator.bundle.harness_path,
                                   cases=[case.model_dump() for case in evaluator.inputs.cases],
                                   target=evaluator.inputs.target, python=evaluator.config.worker_python,
-                                  seconds=seconds)
+                                  seconds=seconds, keep_kernels=evaluator.kernel_cache.keep)
+    if check is not None and check.kernel_groups_kept:
+        evaluator.log.event(f"{experiment_id} compile_ahead kernel_groups_kept={check.kernel_groups_kept} "
+                            "(compiled kernels its workers start with)")
     if check is None or not check.feasibility.infeasible:
         return None
     if store is not None:

@@ -471,7 +471,7 @@ class OptimizationRun:
             self.log.event(reporting.decision_line(experiment_id, record))
             return self.record(state, record, started), None
         state.seen_digests[record.normalized_sha256] = experiment_id
-        ahead = await compiled_ahead(self.evaluator, self.screener.store if self.screener else None,
+        ahead = await compiled_ahead(self.evaluator, self.screener.store if self.screener else None, experiment_id,
                                      proposal.source, source_path, deadline - trio.current_time())
         if ahead is not None:  # over the device's limits: no GPU worker spent, and never proposed again
             record.evaluations = [ahead]

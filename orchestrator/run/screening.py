@@ -11,7 +11,10 @@ profiler: profiles are taken where they pay, on the candidates the gate measures
 
 On a CUDA target every variant is compiled for the target first, on the host (orchestrator/run/screening_ahead.py):
 one over the device's limits, or whose compile fails, comes back `build_failed` with the resource named and
-never reaches the worker; its configs are remembered in `infeasible_configs.jsonl`.
+never reaches the worker; its configs are remembered in `infeasible_configs.jsonl`. Each variant compiles alone in
+its own child, so what it compiled is kept for that exact source's later workers (orchestrator/worker/kernel_cache.py):
+a screened variant the gate then measures starts with its kernels compiled. The screening worker itself runs many
+sources in one process and keeps nothing.
 """
 
 from __future__ import annotations
@@ -177,7 +180,8 @@ class Screener:
         evaluator.log.progress(f"{screen_id} compiling {len(paths)} variant(s) ahead for {target.limits.sm}")
         checks = await check_variants(jobs, seconds_per_variant=min(screening_ahead.SECONDS_PER_VARIANT, share),
                                       max_parallel=screening_ahead.lanes_for_host(),
-                                      deadline=trio.current_time() + share)
+                                      deadline=trio.current_time() + share,
+                                      keep_kernels=evaluator.kernel_cache.keep)
         for path, check in zip(paths, checks, strict=True):
             remember_infeasible(self.store, path.read_text(encoding="utf-8"), check)
         (directory / "compile_ahead.json").write_text(
@@ -185,7 +189,8 @@ class Screener:
         verdicts = [check.feasibility.verdict.value for check in checks]
         evaluator.log.event(f"{screen_id} compile_ahead target={target.limits.sm} variants={len(checks)} "
                             f"infeasible={verdicts.count('infeasible')} unknown={verdicts.count('unknown')} "
-                            f"seconds={max((check.seconds for check in checks), default=0.0):.1f}")
+                            f"seconds={max((check.seconds for check in checks), default=0.0):.1f} "
+                            f"kernel_groups_kept={sum(check.kernel_groups_kept for check in checks)}")
         return list(checks)
 
     def _persist(self, screen_id: str, results: list[ScreeningResult], wall_seconds: float) -> None:

@@ -5,7 +5,9 @@ Why per source and never shared wider: a worker's Triton cache is writable by th
 compute Triton's cache key of any kernel (the incumbent's included) and plant a slow binary there. Kept per exact
 source digest, filled only from workers that evaluated that source alone, whatever a source plants reaches only
 its own later workers: the incumbent's and the baseline's measurements never read a file another source's process
-could have written. Screening (a family of sources in one process) and compile ahead feed no source's cache.
+could have written. Compile ahead compiles one variant per child and keeps what that child compiled under the
+variant's digest (orchestrator/compile_ahead/variants.py); screening (a family of sources in one process) feeds no
+source's cache.
 
 What is kept is Triton's kernel groups only (`<key>/__grp__<name>.json` and the stage files it lists: IR, PTX,
 binary, metadata), copied: never a loadable module (`.so`; the run's driver module comes from its own seed,

@@ -4,16 +4,25 @@ do not load."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from orchestrator.compile_ahead import CompileOutcome, CompileTarget, ConfigSpec, ResourceReport, Verdict
 from orchestrator.compile_ahead.feasibility import judge_launches, judge_source_error
-from tests.compile_ahead.variant_checks import checked
+from orchestrator.source_digest import raw_digest
+from orchestrator.worker.kernel_cache import complete_groups
+from tests.compile_ahead.variant_checks import VARIANTS, checked, kept_kernels
 
 
 @pytest.fixture(scope="module")
-def checks(tmp_path_factory):
-    return checked(str(tmp_path_factory.mktemp("variants")))
+def variants_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("variants"))
+
+
+@pytest.fixture(scope="module")
+def checks(variants_dir):
+    return checked(variants_dir)
 
 
 @pytest.mark.slow
@@ -91,3 +100,22 @@ def test_only_errors_no_device_can_cause_make_a_source_failure():
     assert judge_source_error("LookupError", "the kernel file does not export matmul(a, b)").infeasible
     for device_error in ("RuntimeError", "AssertionError", "KeyError"):
         assert judge_source_error(device_error, "Found no NVIDIA driver").verdict is Verdict.UNKNOWN
+
+
+@pytest.mark.slow
+def test_what_a_variant_compiled_is_kept_for_that_exact_source_and_no_other(checks, variants_dir, tmp_path):
+    """A screened variant the gate measures next starts with its kernels compiled: each variant compiled alone in
+    its own child, so its groups are filed under its own source digest (orchestrator/worker/kernel_cache.py)."""
+    kept = kept_kernels(variants_dir)
+    assert checks["baseline"].kernel_groups_kept == 1  # its one launch
+    assert checks["autotune"].kernel_groups_kept == 1  # the config that fits; the one over the limit left no binary
+    assert checks["huge"].kernel_groups_kept == 0 and checks["raises_at_import"].kernel_groups_kept == 0
+    worker = tmp_path / "worker" / "triton_cache"
+    assert kept.fill(raw_digest(VARIANTS["baseline"]), worker) == 1
+    (group,) = complete_groups(worker)
+    assert {name.rsplit(".", 1)[1] for name in group.members} >= {"cubin", "ptx", "json"}
+    metadata = json.loads((worker / group.key / "matmul_kernel.json").read_text())
+    assert metadata["target"]["arch"] == 90 and metadata["num_warps"] == 2  # the variant's own launch, for sm_90
+    assert kept.fill(raw_digest(VARIANTS["autotune"]), tmp_path / "autotune") == 1
+    assert kept.fill(raw_digest(VARIANTS["huge"]), tmp_path / "huge") == 0
+    assert kept.fill(raw_digest(VARIANTS["baseline"] + "\n"), tmp_path / "edited") == 0  # another source's bytes

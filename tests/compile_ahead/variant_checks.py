@@ -14,6 +14,7 @@ from pathlib import Path
 import trio
 
 from orchestrator.compile_ahead.variants import VariantCheck, VariantJob, check_variants
+from orchestrator.worker.kernel_cache import SourceKernelCache
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "examples" / "matmul" / "harness.py"
@@ -50,13 +51,21 @@ VARIANTS = {
 
 
 @functools.cache
+def kept_kernels(directory: str) -> SourceKernelCache:
+    """The run's kernel cache the checks below hand their compiles to (orchestrator/worker/kernel_cache.py)."""
+    return SourceKernelCache(Path(directory) / "kernel_cache")
+
+
+@functools.cache
 def checked(directory: str) -> dict[str, VariantCheck]:
-    """Every variant above compiled ahead (one lane: the CI machine has two cores)."""
+    """Every variant above compiled ahead (one lane: the CI machine has two cores), what each compiled kept in
+    `kept_kernels(directory)` as a run keeps it."""
     paths = []
     for name, source in VARIANTS.items():
         path = Path(directory) / f"{name}.py"
         path.write_text(source)
         paths.append(path)
     jobs = [VariantJob(source_path=path, harness_path=HARNESS, cases=CASES) for path in paths]
-    checks = trio.run(lambda: check_variants(jobs, seconds_per_variant=240, max_parallel=1))
+    checks = trio.run(lambda: check_variants(jobs, seconds_per_variant=240, max_parallel=1,
+                                             keep_kernels=kept_kernels(directory).keep))
     return dict(zip(VARIANTS, checks, strict=True))

@@ -23,6 +23,8 @@ from orchestrator.providers.screening import ScreeningResult
 from orchestrator.providers.tune.search import FamilySearch, _resource_of
 from orchestrator.run.ahead_step import compiled_ahead
 from orchestrator.run.screening_ahead import merge, partition
+from orchestrator.source_digest import raw_digest
+from orchestrator.worker.kernel_cache import SourceKernelCache
 from protocol.bundle import Case, Target, load_target_file
 from protocol.worker import ScreenedVariant
 from tests.compile_ahead.variant_checks import CASES, HARNESS, ROOT, VARIANTS, checked
@@ -121,10 +123,13 @@ def test_one_candidate_is_checked_before_its_gpu_workers(tmp_path):
     path = tmp_path / "candidate.py"
     path.write_text(VARIANTS["huge"])
     store = InfeasibleStore(tmp_path / "infeasible_configs.jsonl")
+    events: list[str] = []
     run = SimpleNamespace(bundle=SimpleNamespace(harness_path=HARNESS),  # what the step reads of the run's evaluator
                           inputs=SimpleNamespace(cases=[Case.model_validate(c) for c in CASES], target=H200),
-                          config=SimpleNamespace(worker_python=sys.executable))
-    refused = trio.run(lambda: compiled_ahead(run, store, VARIANTS["huge"], path, seconds_left=960))
+                          config=SimpleNamespace(worker_python=sys.executable),
+                          kernel_cache=SourceKernelCache(tmp_path / "kernel_cache"),
+                          log=SimpleNamespace(event=events.append))
+    refused = trio.run(lambda: compiled_ahead(run, store, "r001-c000", VARIANTS["huge"], path, seconds_left=960))
     assert refused is not None and refused.status.value == "build_failed"
     assert refused.reason.startswith("compile ahead (shared memory): ") and "232448" in refused.reason
     assert refused.worker.pid is None  # no worker was started for it
@@ -132,3 +137,10 @@ def test_one_candidate_is_checked_before_its_gpu_workers(tmp_path):
     # what the tuner reads back, knowing the file but not the kernel's name
     assert remembered_in_source(store, VARIANTS["huge"], H200) == remembered_for(store, VARIANTS["huge"],
                                                                                    "matmul_kernel", H200)
+    # one that fits goes on to its workers, which start with what its compile ahead compiled
+    path.write_text(VARIANTS["baseline"])
+    assert trio.run(lambda: compiled_ahead(run, store, "r002-c000", VARIANTS["baseline"], path,
+                                           seconds_left=960)) is None
+    assert run.kernel_cache.fill(raw_digest(VARIANTS["baseline"]), tmp_path / "worker" / "triton_cache") == 1
+    assert run.kernel_cache.fill(raw_digest(VARIANTS["huge"]), tmp_path / "other" / "triton_cache") == 0
+    assert events == ["r002-c000 compile_ahead kernel_groups_kept=1 (compiled kernels its workers start with)"]
