@@ -129,6 +129,14 @@ for which in ("untouched_first_call", "winner_first_call"):
 for e in r["experiments"]:
     d = e.get("decision") or {}
     print(f"  {e['experiment_id']:<10} {d.get('status')} {d.get('reason', '')[:160]}")
+    # each worker: its wall, the kernel groups it started with, and its phases (docs/performance.md)
+    for ev in e.get("evaluations", []):
+        w = ev.get("worker") or {}
+        phases = " ".join(f"{k}={v:.1f}" for k, v in (w.get("phases") or {}).items() if v >= 0.05)
+        print(f"      {ev['label']:<10} wall={w.get('wall_seconds', 0):.1f} given={w.get('kernel_groups_given', 0)} "
+              f"kept={w.get('kernel_groups_kept', 0)} {phases}")
+print(f"  workers={rep.get('workers')} kernel_groups={rep.get('kernel_groups')} "
+      f"worker_seconds={ {k: round(v, 1) for k, v in (rep.get('worker_seconds') or {}).items()} }")
 PY
 }
 
