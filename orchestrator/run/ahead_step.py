@@ -18,12 +18,12 @@ from protocol.roles import Role
 
 if TYPE_CHECKING:
     from orchestrator.compile_ahead.store import InfeasibleStore
-    from orchestrator.run.evaluator import Evaluator
+    from orchestrator.run.evaluator import Evaluates
 
 SECONDS = 120.0  # at most this long per candidate; a compile ahead cut off says unknown and decides nothing
 
 
-async def compiled_ahead(evaluator: Evaluator, store: InfeasibleStore | None, experiment_id: str, source: str,
+async def compiled_ahead(evaluator: Evaluates, store: InfeasibleStore | None, experiment_id: str, source: str,
                          source_path: Path, seconds_left: float) -> Evaluation | None:
     """The candidate's `build_failed` evaluation when it cannot run on the device, else None."""
     seconds = min(SECONDS, seconds_left / 4)

@@ -50,6 +50,7 @@ class Evaluates(Protocol):
     artifacts: RunArtifacts
     log: LiveLog
     reusable: dict[tuple[str, str], FinishedEvaluation]
+    kernel_cache: SourceKernelCache  # compiled kernels per source: compile ahead keeps into it, workers start from it
 
     def check_bundle(self, state: RunState) -> None: ...
 

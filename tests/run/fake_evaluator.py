@@ -30,6 +30,7 @@ from orchestrator.run.resume.aside import move_aside_unfinished
 from orchestrator.run.resume.rebuild import Resumption, resumption
 from orchestrator.run.resume.record import read_recorded_run
 from orchestrator.run.state import RunState
+from orchestrator.worker.kernel_cache import SourceKernelCache
 from protocol.bundle import Budget, Case
 from protocol.results import (
     CaseMeasurement,
@@ -66,6 +67,7 @@ class FakeEvaluator:
                  log: LiveLog, spawner: object = None, *, respond: Respond) -> None:
         self.config, self.inputs, self.bundle, self.artifacts, self.log = config, inputs, bundle, artifacts, log
         self.reusable: dict[tuple[str, str], FinishedEvaluation] = {}
+        self.kernel_cache = SourceKernelCache(artifacts.root / "kernel_cache")  # compile ahead keeps into it
         self.respond = respond
         self.requests: list[Request] = []
 
