@@ -24,8 +24,14 @@ SECONDS = 120.0  # at most this long per candidate; a compile ahead cut off says
 
 
 async def compiled_ahead(evaluator: Evaluates, store: InfeasibleStore | None, experiment_id: str, source: str,
-                         source_path: Path, seconds_left: float) -> Evaluation | None:
-    """The candidate's `build_failed` evaluation when it cannot run on the device, else None."""
+                         source_path: Path, seconds_left: float, *, screened_in: str | None = None) -> Evaluation | None:
+    """The candidate's `build_failed` evaluation when it cannot run on the device, else None. `screened_in`
+    names the screening whose compile ahead already found this exact source within the limits (its kernels are
+    in the run's cache): it is not compiled again."""
+    if screened_in is not None:
+        evaluator.log.event(f"{experiment_id} compile_ahead skipped: {screened_in} compiled this exact source within "
+                            "the device's limits")
+        return None
     seconds = min(SECONDS, seconds_left / 4)
     if seconds <= 5:
         return None

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from orchestrator.compile_ahead.ahead import STORE_NAME, compile_target_for, remember_infeasible
+from orchestrator.compile_ahead.feasibility import Verdict
 from orchestrator.compile_ahead.store import InfeasibleStore
 from orchestrator.compile_ahead.variants import VariantCheck, VariantJob, check_variants
 from orchestrator.providers.screening import ScreeningResult
 from orchestrator.run import screening_ahead
 from orchestrator.run.refusals import SCREENING_LOG, screening_refusal
-from orchestrator.source_digest import normalized_digest
+from orchestrator.source_digest import normalized_digest, raw_digest
 from orchestrator.worker.evaluation import EvaluationPlan, run_evaluation, sandbox_for
 from orchestrator.worker.verdict_fallback import screening_target
 from protocol.results import EvaluationStatus
@@ -183,7 +184,10 @@ class Screener:
                                       deadline=trio.current_time() + share,
                                       keep_kernels=evaluator.kernel_cache.keep)
         for path, check in zip(paths, checks, strict=True):
-            remember_infeasible(self.store, path.read_text(encoding="utf-8"), check)
+            source = path.read_text(encoding="utf-8")
+            remember_infeasible(self.store, source, check)
+            if check.feasibility.verdict is Verdict.FEASIBLE:
+                self.state.compiled_ahead.setdefault(raw_digest(source), screen_id)
         (directory / "compile_ahead.json").write_text(
             json.dumps([check.model_dump(mode="json") for check in checks], indent=1), encoding="utf-8")
         verdicts = [check.feasibility.verdict.value for check in checks]

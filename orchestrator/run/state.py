@@ -50,6 +50,9 @@ class RunState:
     seen_digests: dict[str, str] = field(default_factory=dict)  # normalized digest -> experiment id
     # normalized digest -> why: sources compile ahead, a build or a screening refused (run/refusals.py)
     refused: dict[str, str] = field(default_factory=dict)
+    # raw digest -> the screening whose compile ahead found that exact source within the device's limits: its
+    # candidate is not compiled ahead again (run/ahead_step.py), and its kernels are in the run's kernel cache
+    compiled_ahead: dict[str, str] = field(default_factory=dict)
     rounds_without_promotion: int = 0
     # the median of every benchmarked run of every source, per case: the history the noise is learnt from
     run_medians: RunMedians = field(default_factory=RunMedians)

@@ -22,7 +22,9 @@ from orchestrator.compile_ahead.store import InfeasibleStore
 from orchestrator.providers.screening import ScreeningResult
 from orchestrator.providers.tune.search import FamilySearch, _resource_of
 from orchestrator.run.ahead_step import compiled_ahead
+from orchestrator.run.screening import Screener
 from orchestrator.run.screening_ahead import merge, partition
+from orchestrator.run.state import RunState
 from orchestrator.source_digest import raw_digest
 from orchestrator.worker.kernel_cache import SourceKernelCache
 from protocol.bundle import Case, Target, load_target_file
@@ -144,3 +146,35 @@ def test_one_candidate_is_checked_before_its_gpu_workers(tmp_path):
     assert run.kernel_cache.fill(raw_digest(VARIANTS["baseline"]), tmp_path / "worker" / "triton_cache") == 1
     assert run.kernel_cache.fill(raw_digest(VARIANTS["huge"]), tmp_path / "other" / "triton_cache") == 0
     assert events == ["r002-c000 compile_ahead kernel_groups_kept=1 (compiled kernels its workers start with)"]
+
+
+@pytest.mark.slow
+def test_a_screened_variant_is_compiled_once_and_its_candidate_starts_with_its_kernels(tmp_path):
+    """Screening's compile ahead files each variant's kernels under its own source and remembers which sources
+    it found within the limits; the candidate the gate then measures is not compiled ahead again, and its first
+    worker is given those kernels (orchestrator/run/screening.py, run/ahead_step.py, worker/kernel_cache.py)."""
+    events: list[str] = []
+    log = SimpleNamespace(event=events.append, progress=lambda line: None)
+    evaluator = SimpleNamespace(artifacts=SimpleNamespace(root=tmp_path), bundle=SimpleNamespace(harness_path=HARNESS),
+                                inputs=SimpleNamespace(cases=[Case.model_validate(c) for c in CASES], target=H200),
+                                config=SimpleNamespace(worker_python=sys.executable), log=log,
+                                kernel_cache=SourceKernelCache(tmp_path / "kernel_cache"))
+    state = RunState(run_id="r", started=0.0, deadline=float("inf"))
+    screener = Screener(evaluator, state, deadline=float("inf"))
+    paths = []
+    for name in ("baseline", "huge"):
+        paths.append(tmp_path / f"{name}.py")
+        paths[-1].write_text(VARIANTS[name])
+    checks = trio.run(lambda: screener._compile_ahead("s001", tmp_path, paths, seconds=600))
+    assert [check.kernel_groups_kept for check in checks] == [1, 0]
+    assert state.compiled_ahead == {raw_digest(VARIANTS["baseline"]): "s001"}  # the infeasible one is not there
+    assert events[-1].startswith("s001 compile_ahead target=sm_90 variants=2 infeasible=1 unknown=0 seconds=")
+    assert events[-1].endswith(" kernel_groups_kept=1")
+    # the gate's candidate of that exact source: no second compile ahead, and its worker starts with the kernels
+    skipped = trio.run(lambda: compiled_ahead(evaluator, screener.store, "r001-c000", VARIANTS["baseline"], paths[0],
+                                              seconds_left=960, screened_in=state.compiled_ahead.get(
+                                                  raw_digest(VARIANTS["baseline"]))))
+    assert skipped is None
+    assert events[-1] == ("r001-c000 compile_ahead skipped: s001 compiled this exact source within the device's "
+                          "limits")
+    assert evaluator.kernel_cache.fill(raw_digest(VARIANTS["baseline"]), tmp_path / "worker" / "triton_cache") == 1
