@@ -20,7 +20,13 @@ from orchestrator.compile_ahead.limits import LIMITS
 from orchestrator.compile_ahead.models import CompileTarget
 from orchestrator.compile_ahead.signature import kernel_scope
 from orchestrator.compile_ahead.store import InfeasibleEntry, InfeasibleRecords, InfeasibleStore
-from orchestrator.compile_ahead.variants import KeepKernels, VariantCheck, VariantJob, check_variant
+from orchestrator.compile_ahead.variants import (
+    KeepKernels,
+    VariantCheck,
+    VariantJob,
+    VariantProgress,
+    check_variant,
+)
 from protocol.bundle import Target
 
 STORE_NAME = "infeasible_configs.jsonl"  # in the run's output directory
@@ -50,15 +56,16 @@ async def check_ahead(source_path: Path, *, harness_path: Path, cases: list[dict
 
 async def check_candidate(source_path: Path, *, harness_path: Path, cases: list[dict[str, Any]], target: Target,
                           python: str = sys.executable, seconds: float = 300.0,
-                          keep_kernels: KeepKernels | None = None) -> VariantCheck | None:
-    """`check_ahead` with every compile behind the verdict (for the experiment's record); `keep_kernels` as in
-    `check_variant`."""
+                          keep_kernels: KeepKernels | None = None,
+                          progress: VariantProgress | None = None) -> VariantCheck | None:
+    """`check_ahead` with every compile behind the verdict (for the experiment's record); `keep_kernels` and
+    `progress` as in `check_variant`."""
     compile_target = compile_target_for(target)
     if compile_target is None:
         return None
     job = VariantJob(source_path=source_path, harness_path=harness_path, cases=cases, target=compile_target,
                      python=python, environment=dict(target.environment))
-    return await check_variant(job, seconds=seconds, keep_kernels=keep_kernels)
+    return await check_variant(job, seconds=seconds, keep_kernels=keep_kernels, progress=progress)
 
 
 def remember_infeasible(store: InfeasibleStore, source: str, check: VariantCheck) -> list[InfeasibleEntry]:

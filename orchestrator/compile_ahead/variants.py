@@ -63,6 +63,17 @@ MIN_VARIANT_SECONDS = 5.0  # less cannot even import torch and Triton in the chi
 # Given the variant's source digest (sha256 of its text) and the child's Triton cache once the child has ended,
 # keeps what it compiled for that source's later workers (orchestrator/worker/kernel_cache.py); how many groups.
 KeepKernels = Callable[[str, Path], int]
+# A compile ahead that lasts says how far it got at least every PROGRESS_SECONDS: one variant (compiles so far,
+# seconds), or a batch (variants done, variants, seconds). An autotune list of a hundred TLX configs takes minutes.
+PROGRESS_SECONDS = 15.0
+VariantProgress = Callable[[int, float], None]
+BatchProgress = Callable[[int, int, float], None]
+
+
+async def _every_few_seconds(report: Callable[[], None]) -> None:
+    while True:
+        await trio.sleep(PROGRESS_SECONDS)
+        report()
 
 
 class VariantJob(Frozen):
@@ -195,7 +206,8 @@ class Follower:
 
 
 async def check_variant(job: VariantJob, *, seconds: float = 300.0, scratch_root: Path | None = None,
-                        keep_kernels: KeepKernels | None = None) -> VariantCheck:
+                        keep_kernels: KeepKernels | None = None, progress: VariantProgress | None = None
+                        ) -> VariantCheck:
     """Compile one variant ahead through its entry. Never raises for the variant's trouble (that is its
     verdict); raises OSError when the interpreter, the harness or the variant file is missing. With
     `keep_kernels`, a child that ran to its last word hands what it compiled to the run's cache, keyed by the
@@ -226,12 +238,17 @@ async def check_variant(job: VariantJob, *, seconds: float = 300.0, scratch_root
         try:
             assert process.stdout is not None
             reader = LineReader(process.stdout, LAUNCH_EVENT)
-            with trio.move_on_after(seconds) as scope:
-                try:
-                    while not last_word and (event := await reader.next_event()) is not None:
-                        last_word = follower.take(event)
-                except ChildProtocolError as exc:
-                    why_incomplete = f"the compile child broke its protocol: {exc}"
+            async with trio.open_nursery() as ticking:
+                if progress is not None:
+                    ticking.start_soon(_every_few_seconds,
+                                       lambda: progress(len(follower.compiles), time.monotonic() - started))
+                with trio.move_on_after(seconds) as scope:
+                    try:
+                        while not last_word and (event := await reader.next_event()) is not None:
+                            last_word = follower.take(event)
+                    except ChildProtocolError as exc:
+                        why_incomplete = f"the compile child broke its protocol: {exc}"
+                ticking.cancel_scope.cancel()
             if scope.cancelled_caught:
                 why_incomplete = f"the compile ahead ran past its {seconds:.0f} s"
             elif not last_word and not why_incomplete:
@@ -255,7 +272,8 @@ async def check_variant(job: VariantJob, *, seconds: float = 300.0, scratch_root
 
 async def check_variants(jobs: list[VariantJob], *, seconds_per_variant: float = 300.0, max_parallel: int | None = None,
                          deadline: float | None = None, scratch_root: Path | None = None,
-                         keep_kernels: KeepKernels | None = None) -> list[VariantCheck]:
+                         keep_kernels: KeepKernels | None = None, progress: BatchProgress | None = None
+                         ) -> list[VariantCheck]:
     """`check_variant` for each job, `max_parallel` children at a time (default: the host's cores less one,
     so the run's own work keeps a core); results in the order given. With a `deadline` (trio's clock) no child
     runs past it, and a variant whose turn comes too late is `unknown`, so what was compiled still counts."""
@@ -275,7 +293,12 @@ async def check_variants(jobs: list[VariantJob], *, seconds_per_variant: float =
             checks[index] = await check_variant(job, seconds=seconds, scratch_root=scratch_root,
                                                 keep_kernels=keep_kernels)
 
-    async with trio.open_nursery() as nursery:
-        for index, job in enumerate(jobs):
-            nursery.start_soon(one, index, job)
+    started = time.monotonic()
+    async with trio.open_nursery() as ticking:
+        if progress is not None:
+            ticking.start_soon(_every_few_seconds, lambda: progress(len(checks), len(jobs), time.monotonic() - started))
+        async with trio.open_nursery() as nursery:
+            for index, job in enumerate(jobs):
+                nursery.start_soon(one, index, job)
+        ticking.cancel_scope.cancel()
     return [checks[index] for index in range(len(jobs))]

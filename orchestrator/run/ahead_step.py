@@ -38,7 +38,10 @@ async def compiled_ahead(evaluator: Evaluates, store: InfeasibleStore | None, ex
     check = await check_candidate(source_path, harness_path=evaluator.bundle.harness_path,
                                   cases=[case.model_dump() for case in evaluator.inputs.cases],
                                   target=evaluator.inputs.target, python=evaluator.config.worker_python,
-                                  seconds=seconds, keep_kernels=evaluator.kernel_cache.keep)
+                                  seconds=seconds, keep_kernels=evaluator.kernel_cache.keep,
+                                  progress=lambda compiles, elapsed: evaluator.log.event(
+                                      f"{experiment_id} compile_ahead compiles={compiles} seconds={elapsed:.0f} "
+                                      f"(at most {seconds:.0f} s)"))
     if check is not None and check.kernel_groups_kept:
         evaluator.log.event(f"{experiment_id} compile_ahead kernel_groups_kept={check.kernel_groups_kept} "
                             "(compiled kernels its workers start with)")

@@ -182,7 +182,10 @@ class Screener:
         checks = await check_variants(jobs, seconds_per_variant=min(screening_ahead.SECONDS_PER_VARIANT, share),
                                       max_parallel=screening_ahead.lanes_for_host(),
                                       deadline=trio.current_time() + share,
-                                      keep_kernels=evaluator.kernel_cache.keep)
+                                      keep_kernels=evaluator.kernel_cache.keep,
+                                      progress=lambda done, total, elapsed: evaluator.log.event(
+                                          f"{screen_id} compile_ahead variants_done={done} of {total} "
+                                          f"seconds={elapsed:.0f} (at most {share:.0f} s)"))
         for path, check in zip(paths, checks, strict=True):
             source = path.read_text(encoding="utf-8")
             remember_infeasible(self.store, source, check)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 import trio
 
+from orchestrator.compile_ahead import variants
 from orchestrator.compile_ahead.ahead import (
     check_ahead,
     compile_target_for,
@@ -119,7 +120,7 @@ def test_the_search_takes_the_resource_from_compile_ahead_not_from_the_text(chec
 
 
 @pytest.mark.slow
-def test_one_candidate_is_checked_before_its_gpu_workers(tmp_path):
+def test_one_candidate_is_checked_before_its_gpu_workers(tmp_path, monkeypatch):
     """What the run loop calls for every candidate (orchestrator/run/ahead_step.py): a build_failed evaluation
     naming the resource, no worker, and the config remembered for the tuner."""
     path = tmp_path / "candidate.py"
@@ -139,17 +140,23 @@ def test_one_candidate_is_checked_before_its_gpu_workers(tmp_path):
     # what the tuner reads back, knowing the file but not the kernel's name
     assert remembered_in_source(store, VARIANTS["huge"], H200) == remembered_for(store, VARIANTS["huge"],
                                                                                    "matmul_kernel", H200)
-    # one that fits goes on to its workers, which start with what its compile ahead compiled
+    # one that fits goes on to its workers, which start with what its compile ahead compiled; a compile ahead that
+    # lasts says how far it got (every 15 s; every 0.5 s here)
+    monkeypatch.setattr(variants, "PROGRESS_SECONDS", 0.5)
+    events.clear()
     path.write_text(VARIANTS["baseline"])
     assert trio.run(lambda: compiled_ahead(run, store, "r002-c000", VARIANTS["baseline"], path,
                                            seconds_left=960)) is None
     assert run.kernel_cache.fill(raw_digest(VARIANTS["baseline"]), tmp_path / "worker" / "triton_cache") == 1
     assert run.kernel_cache.fill(raw_digest(VARIANTS["huge"]), tmp_path / "other" / "triton_cache") == 0
-    assert events == ["r002-c000 compile_ahead kernel_groups_kept=1 (compiled kernels its workers start with)"]
+    *ticks, last = events
+    assert last == "r002-c000 compile_ahead kernel_groups_kept=1 (compiled kernels its workers start with)"
+    assert ticks and all(tick.startswith("r002-c000 compile_ahead compiles=") and tick.endswith("(at most 120 s)")
+                         for tick in ticks)
 
 
 @pytest.mark.slow
-def test_a_screened_variant_is_compiled_once_and_its_candidate_starts_with_its_kernels(tmp_path):
+def test_a_screened_variant_is_compiled_once_and_its_candidate_starts_with_its_kernels(tmp_path, monkeypatch):
     """Screening's compile ahead files each variant's kernels under its own source and remembers which sources
     it found within the limits; the candidate the gate then measures is not compiled ahead again, and its first
     worker is given those kernels (orchestrator/run/screening.py, run/ahead_step.py, worker/kernel_cache.py)."""
@@ -165,7 +172,11 @@ def test_a_screened_variant_is_compiled_once_and_its_candidate_starts_with_its_k
     for name in ("baseline", "huge"):
         paths.append(tmp_path / f"{name}.py")
         paths[-1].write_text(VARIANTS[name])
+    monkeypatch.setattr(variants, "PROGRESS_SECONDS", 0.5)
     checks = trio.run(lambda: screener._compile_ahead("s001", tmp_path, paths, seconds=600))
+    ticks = [event for event in events if "variants_done=" in event]
+    assert ticks and all(tick.startswith("s001 compile_ahead variants_done=") and " of 2 seconds=" in tick
+                         for tick in ticks)
     assert [check.kernel_groups_kept for check in checks] == [1, 0]
     assert state.compiled_ahead == {raw_digest(VARIANTS["baseline"]): "s001"}  # the infeasible one is not there
     assert events[-1].startswith("s001 compile_ahead target=sm_90 variants=2 infeasible=1 unknown=0 seconds=")
