@@ -41,8 +41,8 @@ def files_under(paths: list[Path]) -> list[Path]:
     return found
 
 
-def scan(source: str) -> tuple[list[str], list[str], list[str]]:
-    """(knob lines, set-aside lines, failures) of one file's source."""
+def scan(source: str) -> tuple[int, list[str], list[str], list[str]]:
+    """(knobs found, lines describing them and their refused edits, set-aside lines, failures) of one file."""
     knobs = tunable_knobs(source)
     failures: list[str] = []
     try:
@@ -62,7 +62,7 @@ def scan(source: str) -> tuple[list[str], list[str], list[str]]:
             except Exception as exc:  # noqa: BLE001 - any other exception is the finding
                 failures.append(f"{knob.key} -> {knob.show(value)}: {type(exc).__name__}: {exc}")
     aside = [f"{knob.key}: {why}" for knob, why in set_aside(source)]
-    return lines, aside, failures
+    return len(knobs), lines, aside, failures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,10 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     files = files_under(args.paths)
     for path in files:
         try:
-            lines, aside, failures = scan(path.read_text(encoding="utf-8"))
+            knobs, lines, aside, failures = scan(path.read_text(encoding="utf-8"))
         except Exception as exc:  # noqa: BLE001
-            lines, aside, failures = [], [], [f"discovery raised {type(exc).__name__}: {exc}"]
-        knobs = sum(1 for line in lines if not line.startswith("  "))
+            knobs, lines, aside, failures = 0, [], [], [f"discovery raised {type(exc).__name__}: {exc}"]
         print(f"{'FAIL' if failures else 'ok  '} {path}  knobs={knobs} set_aside={len(aside)}")
         for line in failures + (lines + [f"  set aside {line}" for line in aside] if args.verbose else []):
             print(f"     {line}")

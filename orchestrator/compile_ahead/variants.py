@@ -14,7 +14,7 @@ bound; cancelling it ends every child.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import os
 import shutil
@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -74,6 +74,16 @@ async def _every_few_seconds(report: Callable[[], None]) -> None:
     while True:
         await trio.sleep(PROGRESS_SECONDS)
         report()
+
+
+@contextlib.asynccontextmanager
+async def _reporting(report: Callable[[], None] | None) -> AsyncIterator[None]:
+    """Calls `report` every PROGRESS_SECONDS while the body runs (nothing when it is None)."""
+    async with trio.open_nursery() as ticking:
+        if report is not None:
+            ticking.start_soon(_every_few_seconds, report)
+        yield
+        ticking.cancel_scope.cancel()
 
 
 class VariantJob(Frozen):
@@ -148,7 +158,7 @@ LAUNCH_EVENT = TypeAdapter(Annotated[ReadyEvent | RefusedEvent | SourceErrorEven
 
 def request_for(job: VariantJob, scratch: Path, seconds: float, source: str) -> dict[str, Any]:
     """The child's request; the variant's text is copied into the scratch directory under a worker-like name."""
-    module = scratch / "candidate_modules" / f"tlx_candidate_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py"
+    module = scratch / "candidate_modules" / f"tlx_candidate_{raw_digest(source)[:16]}.py"
     module.parent.mkdir()
     module.write_text(source, encoding="utf-8")
     limits = job.target.limits
@@ -238,17 +248,15 @@ async def check_variant(job: VariantJob, *, seconds: float = 300.0, scratch_root
         try:
             assert process.stdout is not None
             reader = LineReader(process.stdout, LAUNCH_EVENT)
-            async with trio.open_nursery() as ticking:
-                if progress is not None:
-                    ticking.start_soon(_every_few_seconds,
-                                       lambda: progress(len(follower.compiles), time.monotonic() - started))
+            report = None if progress is None else (
+                lambda: progress(len(follower.compiles), time.monotonic() - started))
+            async with _reporting(report):
                 with trio.move_on_after(seconds) as scope:
                     try:
                         while not last_word and (event := await reader.next_event()) is not None:
                             last_word = follower.take(event)
                     except ChildProtocolError as exc:
                         why_incomplete = f"the compile child broke its protocol: {exc}"
-                ticking.cancel_scope.cancel()
             if scope.cancelled_caught:
                 why_incomplete = f"the compile ahead ran past its {seconds:.0f} s"
             elif not last_word and not why_incomplete:
@@ -294,11 +302,8 @@ async def check_variants(jobs: list[VariantJob], *, seconds_per_variant: float =
                                                 keep_kernels=keep_kernels)
 
     started = time.monotonic()
-    async with trio.open_nursery() as ticking:
-        if progress is not None:
-            ticking.start_soon(_every_few_seconds, lambda: progress(len(checks), len(jobs), time.monotonic() - started))
-        async with trio.open_nursery() as nursery:
-            for index, job in enumerate(jobs):
-                nursery.start_soon(one, index, job)
-        ticking.cancel_scope.cancel()
+    report = None if progress is None else (lambda: progress(len(checks), len(jobs), time.monotonic() - started))
+    async with _reporting(report), trio.open_nursery() as nursery:
+        for index, job in enumerate(jobs):
+            nursery.start_soon(one, index, job)
     return [checks[index] for index in range(len(jobs))]

@@ -140,10 +140,11 @@ print(f"  workers={rep.get('workers')} kernel_groups={rep.get('kernel_groups')} 
 PY
 }
 
-optimize_command() {
+optimize_command() {  # the run's result to optimize.json, its stamped log to optimize.log
   "$PY" -m orchestrator.cli optimize --kernel "$WORK/kernel.py" --harness "$WORK/bundle/harness.py" \
     --cases "$WORK/bundle/cases.json" --target "$WORK/bundle/target.json" --output-dir "$WORK/optimize" \
-    --provider tune --max-total-seconds "$TOTAL" --no-commit-winner
+    --provider tune --max-total-seconds "$TOTAL" --no-commit-winner 2>&1 > "$WORK/optimize.json" \
+    | stamped "$WORK/optimize.log"
 }
 
 case "$part" in
@@ -163,7 +164,7 @@ case "$part" in
     ;;
   optimize)
     bundle
-    optimize_command 2>&1 > "$WORK/optimize.json" | stamped "$WORK/optimize.log"
+    optimize_command
     silence "$WORK/optimize.log" | tee -a "$OUT/summary.txt"
     report "$WORK/optimize.json"
     torch_beside
@@ -176,7 +177,7 @@ case "$part" in
     echo "optimize started in the background: $WORK/optimize.log"
     ;;
   background)
-    optimize_command 2>&1 > "$WORK/optimize.json" | stamped "$WORK/optimize.log"
+    optimize_command
     echo done > "$WORK/optimize.done"
     ;;
   collect)
