@@ -10,8 +10,10 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.autotune.lines import config_text
 from orchestrator.bundle import arch as arch_mod
 from orchestrator.decision.physics import evaluation_rates, physics_verdict
+from protocol.autotune import AutotuneRecord
 from protocol.bundle import Case, Target
 from protocol.lock import CaseStability, CheckResult
 from protocol.results import Evaluation, EvaluationStatus
@@ -50,7 +52,9 @@ def check_build(evaluation: Evaluation) -> CheckResult:
     return passed_check("build", "the untouched kernel builds")
 
 
-def check_verify(evaluation: Evaluation, cases: Sequence[Case]) -> CheckResult:
+def check_verify(evaluation: Evaluation, cases: Sequence[Case], autotune: AutotuneRecord | None = None) -> CheckResult:
+    """Every protected case correct on the untouched kernel. A kernel that autotunes itself ran each case at its
+    own autotune's choice, which Triton times and never checks: a failing case names that configuration."""
     if not evaluation.cases:
         return skipped_check("verify", "not reached: the untouched kernel did not build")
     by_id = {m.case_id: m for m in evaluation.cases}
@@ -64,12 +68,23 @@ def check_verify(evaluation: Evaluation, cases: Sequence[Case]) -> CheckResult:
     if failed_protected:
         first = by_id[failed_protected[0]]
         return failed_check("verify", f"protected case(s) {', '.join(failed_protected)} fail on the untouched "
-                                      f"kernel (first: {first.diagnostics or 'verify returned false'})", **details)
+                                      f"kernel (first: {first.diagnostics or 'verify returned false'})"
+                                      f"{chosen_for(autotune, failed_protected[0])}", **details)
     if unverified:
         return failed_check("verify", f"case(s) {', '.join(unverified)} were not verified: "
                                       f"{_worker_detail(evaluation)}", **details)
     note = f"; unprotected case(s) {', '.join(failed_other)} fail (diagnostic only)" if failed_other else ""
     return passed_check("verify", f"{len(cases)} case(s) verified, every protected case passes{note}", **details)
+
+
+def chosen_for(autotune: AutotuneRecord | None, case_id: str) -> str:
+    """`; at its own autotune's choice for this case: ...`, or "" when no choice covers the case."""
+    choices = [c for c in (autotune.choices if autotune else []) if case_id in c.case_ids]
+    if not choices:
+        return ""
+    said = "; ".join(f"{c.kernel} {config_text(c.config)}" for c in choices)
+    return (f"; the case ran at the kernel's own autotune choice for its key ({said}), which Triton's autotune "
+            "timed but never checked: another configuration of the list may be correct there")
 
 
 def check_stability(evaluations: Sequence[Evaluation], cases: Sequence[Case], max_cv: float,

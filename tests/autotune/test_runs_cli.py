@@ -42,6 +42,28 @@ def test_validate_passes_and_shows_the_choice(tmp_path):
     assert "configuration 4 of 4" in run.stderr and "validate check=autotune status=passed" in run.stderr
 
 
+# wrong on the last partial block whatever the configuration: the ragged case fails at the autotune's choice
+WRONG_TAIL = KERNEL.replace("tl.store(out_ptr + offsets, x + y, mask=mask)",
+                            "tail = offsets >= (n_elements // BLOCK_SIZE) * BLOCK_SIZE\n"
+                            "    tl.store(out_ptr + offsets, tl.where(tail, x + y + 1.0, x + y), mask=mask)")
+
+
+def test_a_case_that_fails_at_the_autotune_choice_names_it_and_the_judge_stays(tmp_path):
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(WRONG_TAIL)
+    files = [*FILES[2:], "--kernel", kernel]
+    run = run_cli("validate", *files, "--output-dir", tmp_path / "validate", "--no-profile", timeout=600)
+    assert run.returncode == 1, run.stderr[-3000:]
+    checks = {c["name"]: c for c in run.result["checks"]}
+    assert run.result["failed_checks"] == ["verify"]
+    verify = checks["verify"]["message"]
+    assert "protected case(s) ragged_1001 fail on the untouched kernel" in verify
+    choice = next(c for c in checks["autotune"]["details"]["choices"] if c["case_ids"] == ["ragged_1001"])
+    assert f"at the kernel's own autotune choice for its key (add_kernel BLOCK_SIZE={choice['config']['kwargs']['BLOCK_SIZE']}" in verify
+    # it fails in the judge and in the candidate's process alike: its own failure, and verdicts stay in the judge
+    assert checks["verdict_process"]["status"] == "passed" and "in the judge" in checks["verdict_process"]["message"]
+
+
 def test_optimize_autotunes_once_and_pins_the_choice_everywhere(tmp_path):
     candidates = write_candidates(tmp_path / "candidates", [LOST_CHOICE, ONE_CONFIGURATION, KEPT_CHOICE])
     out = tmp_path / "out"
