@@ -66,6 +66,9 @@ class ProposalContext:
     # this slot's proposals the run refused before any worker, as already refused (orchestrator/run/refusals.py):
     # the provider is asked again and should propose something else
     refused: tuple[RefusedProposal, ...] = ()
+    # kernels whose own autotune choice the run pins in every worker (orchestrator/autotune/): an edit of their
+    # list's entries cannot change the configuration that runs
+    pinned_autotune: frozenset[str] = frozenset()
 
 
 class CandidateProvider(Protocol):

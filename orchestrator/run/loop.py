@@ -367,7 +367,9 @@ class OptimizationRun:
             deadline_seconds=max(1.0, min(self.config.budget.max_candidate_seconds, deadline - trio.current_time())),
             screener=self.screener, infeasible=self.screener.store if self.screener is not None else None,
             min_speedup=self.config.budget.min_speedup,
-            refused=tuple(refused))
+            refused=tuple(refused),
+            pinned_autotune=frozenset(c.kernel for c in self.config.autotune.choices) if self.config.autotune
+            else frozenset())
 
     async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int, baseline: Evaluation,
                             deadline: float, first_slot: int = 0

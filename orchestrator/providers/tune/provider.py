@@ -11,7 +11,7 @@ from orchestrator.providers.bottleneck import classify_bottleneck
 from orchestrator.providers.contract import validate_proposal
 from orchestrator.providers.prompt import evidence_terms
 from orchestrator.providers.tune.explain import NoKnobFound, explain_missing_knobs
-from orchestrator.providers.tune.knobs import tunable_knobs
+from orchestrator.providers.tune.knobs import Knob, tunable_knobs
 from orchestrator.providers.tune.metadata import proposal_metadata, screened_metadata
 from orchestrator.providers.tune.policy import (
     Attempt,
@@ -37,7 +37,10 @@ class TuneProvider:
         self._search = FamilySearch()
 
     async def propose(self, context: ProposalContext) -> Proposal:
-        knobs = tunable_knobs(context.incumbent_source)
+        found = tunable_knobs(context.incumbent_source)
+        knobs = [knob for knob in found if not pinned_entry(knob, context.pinned_autotune)]
+        if found and not knobs:
+            raise ProviderExhausted(pinned_only(found))
         if not knobs:
             raise NoKnobFound(explain_missing_knobs(context.incumbent_source))
         screened = await self._screened(context, knobs)
@@ -124,6 +127,22 @@ class TuneProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def pinned_entry(knob: Knob, pinned: frozenset[str]) -> bool:
+    """An entry of the autotune list of a kernel whose choice the run pins: in every worker that kernel runs the
+    pinned configuration, so editing an entry either loses it (the worker refuses the list), leaves the kernel's
+    own pruning nothing, or changes nothing that runs."""
+    # entries of one triton.Config share a group, whatever style claimed them (a TLX buffer count in a config)
+    return knob.site is not None and knob.site.group != 0 and knob.site.scope in pinned
+
+
+def pinned_only(knobs: Sequence[Knob]) -> str:
+    kernels = sorted({knob.site.scope if knob.site is not None else knob.scope for knob in knobs})
+    return (f"tune found only entries of the autotune list of {', '.join(kernels)} "
+            f"({', '.join(sorted({knob.name for knob in knobs}))}), and the run pins that kernel's own choice in "
+            "every worker: an edit of an entry cannot change the configuration that runs (docs/autotune.md). "
+            "Give the kernel one configuration per key to tune it, or continue with an LLM provider")
 
 
 def named_configuration(knobs: list, configuration: tuple[tuple[str, int], ...]) -> dict[str, int]:

@@ -213,6 +213,26 @@ def test_one_proposal_reads_the_incumbent_once():
     assert locate.cache_info().misses == 1
 
 
+def test_a_list_whose_choice_the_run_pins_is_not_tuned_by_its_entries():
+    """The warp-specialized GEMM's knobs are all entries of its autotune comprehension. When the run pins that
+    kernel's own choice in every worker, an edit of an entry cannot change what runs (on the H200 55 such
+    variants were screened for nothing): the tuner says so at once instead of proposing them."""
+    from orchestrator.providers.base import ProviderExhausted
+    from orchestrator.providers.tune import TuneProvider
+    from tests.providers.conftest import context
+
+    assert {knob.origin for knob in tunable_knobs(WARP_SPECIALIZED)} == {"config", "tlx_buffers"}  # all in the list
+    with pytest.raises(ProviderExhausted) as refused:
+        trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED,
+                                                 pinned_autotune=frozenset({"matmul_kernel_tlx_ws"})))
+    said = str(refused.value)
+    assert "entries of the autotune list of matmul_kernel_tlx_ws" in said and "pins that kernel's own choice" in said
+    # another kernel's pin leaves these entries to the tuner
+    proposal = trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED,
+                                                        pinned_autotune=frozenset({"other_kernel"})))
+    assert proposal.source != WARP_SPECIALIZED
+
+
 def test_the_tlx_gemm_example_is_the_tutorial_with_an_h200_bundle():
     """examples/tlx_gemm: the pipelined tutorial under its licence header, and the bundle init-bundle wrote for
     it (`--backend cuda --arch h200 --dtype float16`): it loads, and the tuner offers the tutorial's knobs."""
