@@ -170,7 +170,8 @@ def profile_case_verdict(profile: dict[str, Any], main_scope: str | None) -> tup
 
 def check_verdict_process(target: Target, evaluation: Evaluation | None, fallback: str) -> CheckResult:
     """Where verdicts are computed, said before any run: in the judge, or (failed) in the candidate's process
-    without the target asking for that by name."""
+    without the target asking for that by name. `evaluation` is the judged worker's unless the fallback was taken:
+    a kernel that fails in the candidate's process too fails on its own, and its verdicts would run in the judge."""
     name = "verdict_process"
     if target.verdict_process == "candidate":
         return passed_check(name, "verdicts run in the candidate's process, as target.json asks "

@@ -213,16 +213,11 @@ class Preflight:
 
         # as optimize's baseline does, said as a check of its own
         judged = await self.evaluate("untouched-1", untouched, benchmark=True, profile=profile)
-        first, self.verdict_fallback = await settle_verdict_process(
-            self.inputs.target, judged,
-            lambda reason: self.log.event(f"validate verdict_fallback=candidate reason={quote(reason, 700)}"),
-            in_candidate_process)
-        # where verdicts run is the judged worker's to say unless the fallback was taken: a kernel that fails in
-        # the candidate's process too fails on its own, and the judge still is where its verdicts would run
-        where = first if self.verdict_fallback else judged
+        first, self.verdict_fallback = await settle_verdict_process(self.inputs.target, judged, lambda reason: self.log.event(
+            f"validate verdict_fallback=candidate reason={quote(reason, 700)}"), in_candidate_process)
         checks = [*([autotuned] if autotuned else []), check_build(first),
                   check_verify(first, self.inputs.cases, self.autotune),
-                  check_verdict_process(self.inputs.target, where, self.verdict_fallback)]
+                  check_verdict_process(self.inputs.target, first if self.verdict_fallback else judged, self.verdict_fallback)]
         stability: list[CaseStability] = []
         if first.status is EvaluationStatus.OK:
             evaluations = [first]
