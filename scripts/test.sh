@@ -8,8 +8,9 @@ scripts/setup_env.sh
 workers="${TEST_WORKERS:-2}"
 pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
 set +e
-# the slowest 20 tests are listed at the end, so a CI log shows where its time goes
-"${pytest[@]}" -n "$workers" --durations=20 -m "not quiet" "$@"
+# the slowest 20 tests are listed at the end, so a CI log shows where its time goes; loadgroup keeps the tests
+# that share a compile of sm_90 variants (xdist_group "sm90_variants", tests/conftest.py) in one process
+"${pytest[@]}" -n "$workers" --dist loadgroup --durations=20 -m "not quiet" "$@"
 shared=$?
 # then the tests that claim a measured speedup under the interpreter, alone on the machine: tests running
 # beside them on two cores add enough noise that the promotion gate rightly refuses what they expect it to take

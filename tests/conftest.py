@@ -95,3 +95,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                 ran.add(report.nodeid)
     total = sum(seconds[nodeid] for nodeid in ran)
     terminalreporter.write_sep("-", f"slow tests: {len(ran)} ran, {total:.1f}s in all")
+
+
+@pytest.fixture(scope="session")
+def sm90_variants_dir(tmp_path_factory) -> str:
+    """Where tests/compile_ahead/variant_checks.py compiles its variants for sm_90 once per test process (about
+    13 s): the modules that read them share it, and their `xdist_group` keeps them in one process."""
+    return str(tmp_path_factory.mktemp("sm90_variants"))

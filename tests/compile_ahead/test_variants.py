@@ -14,10 +14,12 @@ from orchestrator.source_digest import raw_digest
 from orchestrator.worker.kernel_cache import complete_groups
 from tests.compile_ahead.variant_checks import VARIANTS, checked, kept_kernels
 
+pytestmark = pytest.mark.xdist_group("sm90_variants")  # one compile of the variants (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
-def variants_dir(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("variants"))
+def variants_dir(sm90_variants_dir) -> str:
+    return sm90_variants_dir
 
 
 @pytest.fixture(scope="module")

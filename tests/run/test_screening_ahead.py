@@ -36,9 +36,12 @@ H200 = load_target_file(ROOT / "examples" / "matmul" / "h200" / "target.json")
 INTERPRETER = load_target_file(ROOT / "examples" / "matmul" / "target.json")
 
 
+pytestmark = pytest.mark.xdist_group("sm90_variants")  # one compile of the variants (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
-def checks(tmp_path_factory):
-    return checked(str(tmp_path_factory.mktemp("variants")))
+def checks(sm90_variants_dir):
+    return checked(sm90_variants_dir)
 
 
 def test_compile_ahead_applies_to_cuda_targets_with_known_limits_only():
