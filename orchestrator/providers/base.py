@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from orchestrator.compile_ahead.store import InfeasibleRecords
 from orchestrator.providers.screening import Screener
+from protocol.autotune import AutotuneChoice
 from protocol.bundle import Case, Target
 from protocol.results import CandidateMetadata, Evaluation, ExperimentRecord, RefusedProposal
 
@@ -66,9 +67,9 @@ class ProposalContext:
     # this slot's proposals the run refused before any worker, as already refused (orchestrator/run/refusals.py):
     # the provider is asked again and should propose something else
     refused: tuple[RefusedProposal, ...] = ()
-    # kernels whose own autotune choice the run pins in every worker (orchestrator/autotune/): an edit of their
-    # list's entries cannot change the configuration that runs
-    pinned_autotune: frozenset[str] = frozenset()
+    # the untouched kernel's own autotune choices, which the run pins in every worker (orchestrator/autotune/):
+    # an edit of such a list's entries cannot change the configuration that runs
+    autotune_choices: tuple[AutotuneChoice, ...] = ()
 
 
 class CandidateProvider(Protocol):

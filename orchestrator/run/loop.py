@@ -368,8 +368,7 @@ class OptimizationRun:
             screener=self.screener, infeasible=self.screener.store if self.screener is not None else None,
             min_speedup=self.config.budget.min_speedup,
             refused=tuple(refused),
-            pinned_autotune=frozenset(c.kernel for c in self.config.autotune.choices) if self.config.autotune
-            else frozenset())
+            autotune_choices=tuple(self.config.autotune.choices) if self.config.autotune else ())
 
     async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int, baseline: Evaluation,
                             deadline: float, first_slot: int = 0

@@ -104,3 +104,23 @@ def test_optimize_autotunes_once_and_pins_the_choice_everywhere(tmp_path):
     assert run.decisions()["r001-c001"] == "promoted" and run.decisions()["final"] == "revalidated"
     assert report["winner_experiment_id"] == "r001-c001"
     assert report["winner_first_call"]["autotuned"] == 0  # the pruned list: the user's first call autotunes nothing
+
+
+def test_the_tuner_writes_the_pinned_list_as_one_configuration_and_ships_it_tuned(tmp_path):
+    """`--provider tune` on the autotuned example: its list's entries cannot change what runs while the run pins
+    the choice, so the tuner writes the list as that choice, a list of one, and moves its values; the winner
+    ships with one configuration, and its first call autotunes nothing."""
+    out = tmp_path / "out"
+    run = run_cli("optimize", *FILES, "--output-dir", out, "--no-commit-winner", "--no-profile", "--provider", "tune",
+                  "--max-rounds", "1", "--candidates-per-round", "1", "--max-total-seconds", "300", *GATE, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    proposed = run.experiment("r001-c000")
+    assert "add_kernel's autotune list written as the one configuration its autotune chose for" in \
+        proposed["metadata"]["change"]
+    assert run.decisions()["r001-c000"] == "promoted" and run.decisions()["final"] == "revalidated"
+    best = (out / "best_kernel.py").read_text()
+    written = best[best.index("configs=["):best.index("key=")]
+    assert written.count("triton.Config(") == 1 and "'BLOCK_SIZE': 512" not in written  # the choice, moved
+    assert best.replace(written, "") == KERNEL.replace(KERNEL[KERNEL.index("configs=["):KERNEL.index("key=")], "")
+    report = run.result["report"]["autotune"]
+    assert report["untouched_first_call"]["autotuned"] == 1 and report["winner_first_call"]["autotuned"] == 0

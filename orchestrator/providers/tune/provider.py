@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from orchestrator.autotune.detect import autotuned_kernels
 from orchestrator.compile_ahead.ahead import remembered_in_source
 from orchestrator.providers.base import Proposal, ProposalContext, ProviderExhausted
 from orchestrator.providers.bottleneck import classify_bottleneck
@@ -13,6 +14,7 @@ from orchestrator.providers.prompt import evidence_terms
 from orchestrator.providers.tune.explain import NoKnobFound, explain_missing_knobs
 from orchestrator.providers.tune.knobs import Knob, tunable_knobs
 from orchestrator.providers.tune.metadata import proposal_metadata, screened_metadata
+from orchestrator.providers.tune.one_config import one_configuration_each
 from orchestrator.providers.tune.policy import (
     Attempt,
     Move,
@@ -37,12 +39,33 @@ class TuneProvider:
         self._search = FamilySearch()
 
     async def propose(self, context: ProposalContext) -> Proposal:
+        context, written, pinned = self._one_configuration(context)
         found = tunable_knobs(context.incumbent_source)
-        knobs = [knob for knob in found if not pinned_entry(knob, context.pinned_autotune)]
+        knobs = [knob for knob in found if not pinned_entry(knob, pinned)]
         if found and not knobs:
             raise ProviderExhausted(pinned_only(found))
         if not knobs:
             raise NoKnobFound(explain_missing_knobs(context.incumbent_source))
+        proposal = await self._propose(context, knobs)
+        if not written:
+            return proposal
+        change = f"{written}; {proposal.metadata.change}" if proposal.metadata.change else written
+        return dataclasses.replace(proposal, metadata=proposal.metadata.model_copy(update={"change": change}))
+
+    @staticmethod
+    def _one_configuration(context: ProposalContext) -> tuple[ProposalContext, str, frozenset[str]]:
+        """The context the knobs are read in: where the run pins a kernel's own autotune choice, its list written
+        as that one configuration (one_config.py), with what was written, in words, and the kernels still
+        pinned (their entries are not knobs)."""
+        pinned = frozenset(c.kernel for c in context.autotune_choices) & frozenset(
+            autotuned_kernels(context.incumbent_source))
+        if not pinned:
+            return context, "", pinned
+        written = one_configuration_each(context.incumbent_source, context.autotune_choices, context.cases, pinned)
+        return (dataclasses.replace(context, incumbent_source=written.source), written.said,
+                pinned - written.kernels)
+
+    async def _propose(self, context: ProposalContext, knobs: list[Knob]) -> Proposal:
         screened = await self._screened(context, knobs)
         if screened is not None:
             return screened

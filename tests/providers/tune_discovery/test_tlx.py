@@ -5,6 +5,7 @@ loop's `num_stages=0`). Discovery is static, so the TLX sources need not import 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from orchestrator.providers.tune.edits import EditError
 from orchestrator.providers.tune.explain import explain_missing_knobs
 from orchestrator.providers.tune.knobs import apply_knob, apply_knobs, tunable_knobs
 from orchestrator.providers.tune.search import FamilySearch
+from protocol.autotune import AutotuneChoice
 from protocol.worker import ScreenedVariant
 from tests.providers.tune_discovery import changed_lines
 from tests.providers.tune_discovery.test_family_search import Result
@@ -213,24 +215,64 @@ def test_one_proposal_reads_the_incumbent_once():
     assert locate.cache_info().misses == 1
 
 
-def test_a_list_whose_choice_the_run_pins_is_not_tuned_by_its_entries():
-    """The warp-specialized GEMM's knobs are all entries of its autotune comprehension. When the run pins that
-    kernel's own choice in every worker, an edit of an entry cannot change what runs (on the H200 55 such
-    variants were screened for nothing): the tuner says so at once instead of proposing them."""
+WS_KERNEL = "matmul_kernel_tlx_ws"
+
+
+def ws_choice(case_ids: list[str], **changed: object) -> AutotuneChoice:
+    """A choice as the trusted step records one for the warp-specialized GEMM (its H200 choice for 4096^3)."""
+    kwargs = {"BM": 128, "BN": 256, "BK": 64, "GROUP_SIZE_M": 8, "NUM_STAGES": 3, "NUM_MMA_WARPS": 8,
+              "NUM_MMA_GROUPS": 2, "EPILOGUE_SUBTILE": False, "NUM_CTAS": 1, "USE_WARP_BARRIER": True, **changed}
+    return AutotuneChoice(kernel=WS_KERNEL, key=[4096, 4096, 4096], key_values={"M": 4096, "N": 4096, "K": 4096},
+                          case_ids=case_ids, config={"kwargs": kwargs, "num_warps": 4, "num_stages": 1, "num_ctas": 1,
+                                                     "ctas_per_cga": [1, 1, 1], "maxnreg": None},
+                          configs_listed=288, configs_tried=96)
+
+
+def test_a_pinned_list_is_written_as_its_choice_and_that_configuration_is_tuned():
+    """Editing the entries of a list whose choice the run pins cannot change what runs (on the H200 55 such
+    variants were screened for nothing). The tuner writes the list as the choice for the cases that weigh
+    most, a list of one Triton never autotunes, with the entry's own hook, and moves that configuration's
+    values; every other line stays."""
+    from orchestrator.providers.tune import TuneProvider
+    from tests.providers.conftest import CASES, context
+
+    heavy, light = sorted(CASES, key=lambda case: case.weight, reverse=True)[:2]
+    choices = (ws_choice([light.case_id], NUM_STAGES=4, NUM_CTAS=2), ws_choice([heavy.case_id]))
+    proposal = trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED, autotune_choices=choices))
+    decorator = proposal.source[proposal.source.index("@triton.autotune(\n    configs=["):]
+    decorator = decorator[:decorator.index("@triton.jit")]
+    assert "prune_configs_by" not in decorator and decorator.count("triton.Config(") == 1
+    assert "pre_hook=matmul_tma_set_block_size_hook" in decorator and "ctas_per_cga=(1, 1, 1)" in decorator
+    written = {name: int(value) for name, value in re.findall(r"'(BM|BN|BK|GROUP_SIZE_M|NUM_STAGES)': (\d+)", decorator)}
+    assert sum(written[name] != value for name, value in
+               {"BM": 128, "BN": 256, "BK": 64, "GROUP_SIZE_M": 8, "NUM_STAGES": 3}.items()) >= 1  # a move of it
+    assert f"{WS_KERNEL}'s autotune list written as the one configuration its autotune chose for " \
+           f"{heavy.case_id}" in proposal.metadata.change
+    def around(source: str, opening: str) -> tuple[str, str]:
+        return source[:source.index(opening)], source[source.index(f"@triton.jit\ndef {WS_KERNEL}"):]
+
+    assert around(proposal.source, "@triton.autotune(\n    configs=[") == around(
+        WARP_SPECIALIZED, "@triton.autotune(\n    configs=get_autotune_configs()")
+    # another kernel's choice leaves this list as it is, its entries tuned as before
+    untouched = trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED, autotune_choices=(
+        ws_choice([heavy.case_id]).model_copy(update={"kernel": "other_kernel"}),)))
+    assert "configs=get_autotune_configs()" in untouched.source
+
+
+def test_a_pinned_list_that_cannot_be_written_as_one_configuration_is_not_tuned_by_its_entries():
+    """A hook that depends on the comprehension's variables cannot be written for one configuration: the
+    kernel stays as written, and with nothing else to move the tune ends at once, saying why."""
     from orchestrator.providers.base import ProviderExhausted
     from orchestrator.providers.tune import TuneProvider
-    from tests.providers.conftest import context
+    from tests.providers.conftest import CASES, context
 
-    assert {knob.origin for knob in tunable_knobs(WARP_SPECIALIZED)} == {"config", "tlx_buffers"}  # all in the list
+    hooked = WARP_SPECIALIZED.replace("pre_hook=matmul_tma_set_block_size_hook,",
+                                      "pre_hook=[matmul_tma_set_block_size_hook][num_ctas - num_ctas],")
+    assert hooked != WARP_SPECIALIZED
     with pytest.raises(ProviderExhausted) as refused:
-        trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED,
-                                                 pinned_autotune=frozenset({"matmul_kernel_tlx_ws"})))
+        trio.run(TuneProvider().propose, context(source=hooked, autotune_choices=(ws_choice([CASES[0].case_id]),)))
     said = str(refused.value)
-    assert "entries of the autotune list of matmul_kernel_tlx_ws" in said and "pins that kernel's own choice" in said
-    # another kernel's pin leaves these entries to the tuner
-    proposal = trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED,
-                                                        pinned_autotune=frozenset({"other_kernel"})))
-    assert proposal.source != WARP_SPECIALIZED
+    assert f"entries of the autotune list of {WS_KERNEL}" in said and "pins that kernel's own choice" in said
 
 
 def test_the_tlx_gemm_example_is_the_tutorial_with_an_h200_bundle():

@@ -71,7 +71,7 @@ class AutotuneKeyStyle(SiteStyle):
 LIST, ENTRY, KEY = AutotuneListStyle(), ConfigEntryStyle(), AutotuneKeyStyle()
 
 
-def _config_list(scan: Scan, node: cst.BaseExpression, depth: int = 0) -> cst.List | cst.ListComp | None:
+def config_list(scan: Scan, node: cst.BaseExpression, depth: int = 0) -> cst.List | cst.ListComp | None:
     """The list literal or comprehension an autotune `configs=` reaches: itself, a module name, what a
     function returns, or what `list`, `tuple`, `sorted` or `filter(keep, ...)` is given (a filter only
     drops entries, so what it is given holds every one it may keep)."""
@@ -81,23 +81,23 @@ def _config_list(scan: Scan, node: cst.BaseExpression, depth: int = 0) -> cst.Li
         positional = [a.value for a in node.args if a.keyword is None and not a.star]
         given = positional[-1] if node.func.value == "filter" and len(positional) == 2 else (
             positional[0] if len(positional) == 1 else None)
-        return _config_list(scan, given, depth + 1) if given is not None else None
+        return config_list(scan, given, depth + 1) if given is not None else None
     if isinstance(node, cst.Name):
         resolved = scan.module_scope.resolve(node.value)
         for binding in (resolved[1] or []) if resolved else []:
-            if binding.value is not None and (found := _config_list(scan, binding.value, depth + 1)) is not None:
+            if binding.value is not None and (found := config_list(scan, binding.value, depth + 1)) is not None:
                 return found
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
         function = next((s for s in scan.scopes if s.name == node.func.value and s.parent is scan.module_scope), None)
         for sub in scan.walk(function.node, into_scopes=False) if function else ():
             if (isinstance(sub, cst.Return) and sub.value is not None
-                    and (found := _config_list(scan, sub.value, depth + 1)) is not None):
+                    and (found := config_list(scan, sub.value, depth + 1)) is not None):
                 return found
     return None
 
 
 def _autotune_configs(scan: Scan, kernel: str, configs: cst.BaseExpression, facts: KernelFacts | None) -> None:
-    listed = _config_list(scan, configs)
+    listed = config_list(scan, configs)
     if listed is None:
         scan.record(Found(LIST.site, "configs", "configs", configs, None, kernel, scope_name=kernel,
                             note="the config list is built in a way the discovery does not follow"))
