@@ -69,7 +69,7 @@ def one_configuration(source: str, kernel: str, choice: AutotuneChoice) -> str |
     argument = next((a for a in decorator.args if a.keyword is not None and a.keyword.value == "configs"),
                     next((a for a in decorator.args if a.keyword is None and not a.star), None))
     listed = config_list(scan, argument.value) if argument is not None else None
-    entry = _entry(listed)
+    entry = _entry(listed, choice.config_index)
     if argument is None or entry is None:
         return None
     loop_variables = _loop_variables(listed) if isinstance(listed, cst.ListComp) else set()
@@ -88,13 +88,16 @@ def one_configuration(source: str, kernel: str, choice: AutotuneChoice) -> str |
     return scan.module.deep_replace(decorator, decorator.with_changes(args=new_args)).code
 
 
-def _entry(listed: cst.BaseExpression | None) -> cst.Call | None:
-    """The list's `triton.Config(...)` call to take hooks and spelling from: a comprehension's element, or a
-    literal list's first entry."""
+def _entry(listed: cst.BaseExpression | None, index: int | None) -> cst.Call | None:
+    """The list's `triton.Config(...)` call to take hooks and spelling from: a comprehension's element, or the
+    literal list's entry the choice was (its place in the list as the step recorded it, else the first)."""
     if isinstance(listed, cst.ListComp):
         candidate = listed.elt
     elif isinstance(listed, cst.List) and listed.elements:
-        candidate = listed.elements[0].value
+        elements = [element for element in listed.elements if not isinstance(element, cst.StarredElement)]
+        if len(elements) != len(listed.elements):
+            return None  # `*more` entries: the recorded place does not name a written entry
+        candidate = elements[index if index is not None and index < len(elements) else 0].value
     else:
         return None
     return candidate if isinstance(candidate, cst.Call) and dotted(candidate.func) == "Config" else None

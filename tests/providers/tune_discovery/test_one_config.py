@@ -1,0 +1,64 @@
+"""A pinned autotune list written as one configuration (orchestrator/providers/tune/one_config.py): the recorded
+choice's values, the hooks of the entry it was, nothing to prune, every other byte as it was."""
+
+from __future__ import annotations
+
+import ast
+
+from orchestrator.providers.tune.one_config import heaviest_choice, one_configuration
+from protocol.autotune import AutotuneChoice
+from protocol.bundle import Case
+
+HOOKED = '''import triton
+import triton.language as tl
+
+
+def widen(nargs):
+    pass
+
+
+def narrow(nargs):
+    pass
+
+
+@triton.autotune(
+    [triton.Config({"BLOCK": 64}, num_warps=2, pre_hook=narrow),
+     triton.Config({"BLOCK": 128}, num_warps=4, pre_hook=widen)],
+    key=["n"],
+    prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: configs},
+)
+@triton.jit
+def scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+'''
+
+
+def choice(index: int | None, block: int, case_ids: list[str], kernel: str = "scale_kernel") -> AutotuneChoice:
+    return AutotuneChoice(kernel=kernel, key=[4096], key_values={"n": 4096}, case_ids=case_ids,
+                          config={"kwargs": {"BLOCK": block}, "num_warps": 4, "num_stages": 3, "maxnreg": None},
+                          config_index=index, configs_listed=2, configs_tried=2)
+
+
+def test_the_choice_is_written_with_the_hooks_of_the_entry_it_was_and_nothing_to_prune():
+    written = one_configuration(HOOKED, "scale_kernel", choice(1, 128, ["c"]))
+    assert written is not None
+    ast.parse(written)
+    decorator = written[written.index("@triton.autotune("):written.index("@triton.jit")]
+    assert decorator == ("@triton.autotune(\n    [triton.Config({'BLOCK': 128}, num_warps=4, num_stages=3, "
+                         "pre_hook=widen)],\n    key=[\"n\"],\n)\n")
+    assert written.replace(decorator, "") == HOOKED.replace(
+        HOOKED[HOOKED.index("@triton.autotune("):HOOKED.index("@triton.jit")], "")
+
+
+def test_a_list_it_cannot_name_an_entry_of_is_left_as_written():
+    starred = HOOKED.replace('[triton.Config({"BLOCK": 64}', '[*EXTRA, triton.Config({"BLOCK": 64}')
+    assert one_configuration(starred, "scale_kernel", choice(1, 128, ["c"])) is None
+    assert one_configuration(HOOKED, "no_such_kernel", choice(1, 128, ["c"])) is None
+
+
+def test_the_choice_of_the_cases_that_weigh_most_is_the_one_written():
+    cases = [Case(case_id="small", parameters={}, weight=1.0), Case(case_id="large", parameters={}, weight=2.0),
+             Case(case_id="ragged", parameters={}, weight=1.5)]
+    choices = [choice(0, 64, ["small", "ragged"]), choice(1, 128, ["large"]), choice(1, 128, ["x"], kernel="other")]
+    assert heaviest_choice(choices, cases, "scale_kernel") is choices[0]  # 2.5 against 2.0
+    assert heaviest_choice(choices, cases, "missing") is None
