@@ -12,6 +12,8 @@ written and its entries are not tuned.
 
 from __future__ import annotations
 
+import ast
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -76,10 +78,10 @@ def one_configuration(source: str, kernel: str, choice: AutotuneChoice) -> str |
     # what the recorded configuration does not hold: the hooks (`pre_hook=`), never recorded
     hooks = [a for a in entry.args if a.keyword is not None and a.keyword.value not in LAUNCH_OPTIONS
              and a.keyword.value not in choice.config]
-    if any(names(hook.value) & loop_variables for hook in hooks):
+    written_hooks = [cst.Module([]).code_for_node(hook).strip().rstrip(",") for hook in hooks]
+    if any(names(hook.value) & loop_variables for hook in hooks) or not _module_level(written_hooks, scan.tree):
         return None
-    text = _config_text(cst.Module([]).code_for_node(entry.func), choice.config,
-                        [cst.Module([]).code_for_node(hook).strip().rstrip(",") for hook in hooks])
+    text = _config_text(cst.Module([]).code_for_node(entry.func), choice.config, written_hooks)
     new_list = cst.parse_expression(f"[{text}]")
     pruning = [a for a in decorator.args if a.keyword is not None and a.keyword.value == "prune_configs_by"]
     new_args = [a.with_changes(value=new_list) if a is argument else a for a in decorator.args if a not in pruning]
@@ -101,6 +103,27 @@ def _entry(listed: cst.BaseExpression | None, index: int | None) -> cst.Call | N
     else:
         return None
     return candidate if isinstance(candidate, cst.Call) and dotted(candidate.func) == "Config" else None
+
+
+def _module_level(hooks: list[str], tree: ast.Module) -> bool:
+    """Every name the hooks read is bound at module level (a function, an import, an assignment) or a builtin:
+    the list of one is written in the decorator, where a name of the config function's own scope is unbound."""
+    bound = set(dir(builtins))
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound |= {name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)}
+    read = set()
+    for hook in hooks:
+        value = ast.parse(hook.split("=", 1)[1].strip(), mode="eval")
+        own = {arg.arg for node in ast.walk(value) if isinstance(node, ast.Lambda) for arg in ast.walk(node.args)
+               if isinstance(arg, ast.arg)}  # a lambda's parameters are its own
+        read |= {node.id for node in ast.walk(value) if isinstance(node, ast.Name)} - own
+    return read <= bound
 
 
 def _loop_variables(comprehension: cst.ListComp) -> set[str]:

@@ -54,6 +54,11 @@ def test_a_list_it_cannot_name_an_entry_of_is_left_as_written():
     starred = HOOKED.replace('[triton.Config({"BLOCK": 64}', '[*EXTRA, triton.Config({"BLOCK": 64}')
     assert one_configuration(starred, "scale_kernel", choice(1, 128, ["c"])) is None
     assert one_configuration(HOOKED, "no_such_kernel", choice(1, 128, ["c"])) is None
+    # a hook the config function binds for itself would be unbound in the decorator
+    local = HOOKED.replace("pre_hook=widen)", "pre_hook=local_hook)")
+    assert one_configuration(local, "scale_kernel", choice(1, 128, ["c"])) is None
+    inline = HOOKED.replace("pre_hook=widen)", "pre_hook=lambda nargs: widen(nargs))")
+    assert "pre_hook=lambda nargs: widen(nargs))]" in one_configuration(inline, "scale_kernel", choice(1, 128, ["c"]))
 
 
 def test_the_choice_of_the_cases_that_weigh_most_is_the_one_written():
