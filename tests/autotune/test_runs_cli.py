@@ -7,9 +7,11 @@ configuration ships with its first call measured."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from orchestrator.autotune.detect import autotuned_kernels
 from tests.conftest import PROJECT_ROOT, run_cli, write_candidates
 
 EXAMPLE = PROJECT_ROOT / "examples" / "autotuned_add"
@@ -118,9 +120,15 @@ def test_the_tuner_writes_the_pinned_list_as_one_configuration_and_ships_it_tune
     assert "add_kernel's autotune list written as the one configuration its autotune chose for" in \
         proposed["metadata"]["change"]
     assert run.decisions()["r001-c000"] == "promoted" and run.decisions()["final"] == "revalidated"
+    # one entry per distinct choice (the keys' choices as the step made them), and a value of one moved
+    choices = json.loads((out / "run.json").read_text())["autotune"]["choices"]
+    chosen = {json.dumps(c["config"], sort_keys=True): c["config"]["kwargs"]["BLOCK_SIZE"] for c in choices}
     best = (out / "best_kernel.py").read_text()
     written = best[best.index("configs=["):best.index("key=")]
-    assert written.count("triton.Config(") == 1 and "'BLOCK_SIZE': 512" not in written  # the choice, moved
-    assert best.replace(written, "") == KERNEL.replace(KERNEL[KERNEL.index("configs=["):KERNEL.index("key=")], "")
+    assert written.count("triton.Config(") == len(chosen)
+    assert sorted(map(int, re.findall(r"'BLOCK_SIZE': (\d+)", written))) != sorted(chosen.values())
+    assert autotuned_kernels(best) == []  # a list of one, or one per key by its own prune: never an autotune
+    assert best[:best.index("configs=[")] == KERNEL[:KERNEL.index("configs=[")]
+    assert best[best.index("@triton.jit"):] == KERNEL[KERNEL.index("@triton.jit"):]
     report = run.result["report"]["autotune"]
     assert report["untouched_first_call"]["autotuned"] == 1 and report["winner_first_call"]["autotuned"] == 0

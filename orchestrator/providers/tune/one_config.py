@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
-from orchestrator.providers.tune.scan import LAUNCH_OPTIONS, Scan, dotted, names
+from orchestrator.autotune.detect import ONE_PER_KEY
+from orchestrator.providers.tune.scan import LAUNCH_OPTIONS, Scan, dotted, names, string
 from orchestrator.providers.tune.styles.autotune import config_list
 from protocol.autotune import AutotuneChoice
 from protocol.bundle import Case
@@ -34,31 +36,37 @@ class Written:
     said: str  # "" when none was
 
 
-def heaviest_choice(choices: Sequence[AutotuneChoice], cases: Sequence[Case], kernel: str) -> AutotuneChoice | None:
-    """The kernel's choice whose cases weigh most in the workload (the first of equals)."""
+def by_weight(choices: Sequence[AutotuneChoice], cases: Sequence[Case], kernel: str) -> list[AutotuneChoice]:
+    """The kernel's choices, the one whose cases weigh most in the workload first (the first of equals)."""
     weights = {case.case_id: case.weight for case in cases}
     own = [choice for choice in choices if choice.kernel == kernel]
-    return max(own, key=lambda choice: sum(weights.get(case_id, 0.0) for case_id in choice.case_ids), default=None)
+    return sorted(own, key=lambda choice: -sum(weights.get(case_id, 0.0) for case_id in choice.case_ids))
 
 
 def one_configuration_each(source: str, choices: Sequence[AutotuneChoice], cases: Sequence[Case],
                            kernels: frozenset[str]) -> Written:
-    """`source` with each of `kernels` that has a choice written with one configuration, where it can be."""
+    """`source` with each of `kernels` that has a choice written as its choices, where it can be."""
     written, said = set(), []
     for kernel in sorted(kernels):
-        choice = heaviest_choice(choices, cases, kernel)
-        rewritten = one_configuration(source, kernel, choice) if choice is not None else None
+        own = by_weight(choices, cases, kernel)
+        rewritten = one_configuration(source, kernel, own) if own else None
         if rewritten is None:
             continue
         source = rewritten
         written.add(kernel)
+        distinct = len({_config_key(choice) for choice in own})
         said.append(f"{kernel}'s autotune list written as the one configuration its autotune chose for "
-                    f"{', '.join(choice.case_ids)}")  # type: ignore[union-attr]
+                    f"{', '.join(case for choice in own for case in choice.case_ids)}" if distinct == 1 else
+                    f"{kernel}'s autotune list written as the configuration its autotune chose for each key "
+                    f"({distinct}, one per key by its own prune; another key takes the one for "
+                    f"{', '.join(own[0].case_ids)})")
     return Written(source, frozenset(written), "; ".join(said))
 
 
-def one_configuration(source: str, kernel: str, choice: AutotuneChoice) -> str | None:
-    """`source` with `kernel`'s autotune list replaced by `choice` alone, or None where that cannot be written."""
+def one_configuration(source: str, kernel: str, choices: Sequence[AutotuneChoice]) -> str | None:
+    """`source` with `kernel`'s autotune list replaced by its choices (the first the default for a key not
+    chosen for), or None where that cannot be written. One distinct choice: a list of one, and the decorator's
+    `prune_configs_by` goes. Several: one entry each and a `prune_configs_by` that keeps the key's own."""
     try:
         scan = Scan(source)
     except (cst.ParserSyntaxError, SyntaxError, RecursionError):
@@ -66,13 +74,58 @@ def one_configuration(source: str, kernel: str, choice: AutotuneChoice) -> str |
     node = scan.kernel_nodes.get(kernel)
     decorator = next((d.decorator for d in node.decorators if isinstance(d.decorator, cst.Call)
                       and dotted(d.decorator.func) == "autotune"), None) if node is not None else None
-    if decorator is None:
+    if decorator is None or not choices:
         return None
     argument = next((a for a in decorator.args if a.keyword is not None and a.keyword.value == "configs"),
                     next((a for a in decorator.args if a.keyword is None and not a.star), None))
     listed = config_list(scan, argument.value) if argument is not None else None
+    if argument is None:
+        return None
+    entries: list[str] = []  # one per distinct configuration, the heaviest key's first
+    index_of: dict[str, int] = {}
+    keys: dict[tuple, int] = {}
+    for choice in choices:
+        text = _written_entry(scan, listed, choice)
+        if text is None:
+            return None
+        index = index_of.setdefault(_config_key(choice), len(entries))
+        if index == len(entries):
+            entries.append(text)
+        keys[tuple(choice.key_values.get(name) for name in _key_names(decorator, choices))] = index
+    pruning = [a for a in decorator.args if a.keyword is not None and a.keyword.value == "prune_configs_by"]
+    names = _key_names(decorator, choices)
+    table = {key: index for key, index in keys.items() if index}
+    per_key = None
+    if table:
+        if not names or not all(isinstance(value, (int, str, bool)) for key in table for value in key):
+            return None  # a key that cannot be written as a literal: no table
+        lookup = f"tuple({{**named_args, **kwargs}}[name] for name in {tuple(names)!r})"
+        per_key = cst.parse_expression(
+            f'{{"early_config_prune": lambda configs, named_args, {ONE_PER_KEY}={table!r}, **kwargs: '
+            f'[configs[{ONE_PER_KEY}.get({lookup}, 0)]]}}')
+    new_list = cst.parse_expression(f"[{', '.join(entries)}]")
+    new_args = []
+    for current in decorator.args:
+        if current is argument:
+            new_args.append(current.with_changes(value=new_list))
+        elif current in pruning:
+            if per_key is not None:
+                new_args.append(current.with_changes(value=per_key))
+        else:
+            new_args.append(current)
+    if per_key is not None and not pruning:
+        new_args.append(cst.Arg(keyword=cst.Name("prune_configs_by"), value=per_key,
+                                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                      whitespace_after=cst.SimpleWhitespace(""))))
+    elif pruning and per_key is None and decorator.args[-1] is pruning[0]:  # the call's end stays as written
+        new_args[-1] = new_args[-1].with_changes(comma=pruning[0].comma)
+    return scan.module.deep_replace(decorator, decorator.with_changes(args=new_args)).code
+
+
+def _written_entry(scan: Scan, listed: cst.BaseExpression | None, choice: AutotuneChoice) -> str | None:
+    """`choice` as a `triton.Config(...)` call, with the hooks of the list's entry it was."""
     entry = _entry(listed, choice.config_index)
-    if argument is None or entry is None:
+    if entry is None:
         return None
     loop_variables = _loop_variables(listed) if isinstance(listed, cst.ListComp) else set()
     # what the recorded configuration does not hold: the hooks (`pre_hook=`), never recorded
@@ -81,13 +134,21 @@ def one_configuration(source: str, kernel: str, choice: AutotuneChoice) -> str |
     written_hooks = [cst.Module([]).code_for_node(hook).strip().rstrip(",") for hook in hooks]
     if any(names(hook.value) & loop_variables for hook in hooks) or not _module_level(written_hooks, scan.tree):
         return None
-    text = _config_text(cst.Module([]).code_for_node(entry.func), choice.config, written_hooks)
-    new_list = cst.parse_expression(f"[{text}]")
-    pruning = [a for a in decorator.args if a.keyword is not None and a.keyword.value == "prune_configs_by"]
-    new_args = [a.with_changes(value=new_list) if a is argument else a for a in decorator.args if a not in pruning]
-    if pruning and decorator.args[-1] is pruning[0]:  # the layout of the call's end stays as written
-        new_args[-1] = new_args[-1].with_changes(comma=pruning[0].comma)
-    return scan.module.deep_replace(decorator, decorator.with_changes(args=new_args)).code
+    return _config_text(cst.Module([]).code_for_node(entry.func), choice.config, written_hooks)
+
+
+def _config_key(choice: AutotuneChoice) -> str:
+    return json.dumps(choice.config, sort_keys=True)
+
+
+def _key_names(decorator: cst.Call, choices: Sequence[AutotuneChoice]) -> list[str]:
+    """The autotune key's argument names: the decorator's literal `key=[...]`, else the recorded key's names."""
+    key = next((a.value for a in decorator.args if a.keyword is not None and a.keyword.value == "key"), None)
+    if isinstance(key, (cst.List, cst.Tuple)):
+        written = [string(element.value) for element in key.elements]
+        if all(written):
+            return [name for name in written if name]
+    return [name for name in choices[0].key_values if name != "dtypes"]
 
 
 def _entry(listed: cst.BaseExpression | None, index: int | None) -> cst.Call | None:

@@ -237,7 +237,7 @@ def test_a_pinned_list_is_written_as_its_choice_and_that_configuration_is_tuned(
     from tests.providers.conftest import CASES, context
 
     heavy, light = sorted(CASES, key=lambda case: case.weight, reverse=True)[:2]
-    choices = (ws_choice([light.case_id], NUM_STAGES=4, NUM_CTAS=2), ws_choice([heavy.case_id]))
+    choices = (ws_choice([light.case_id]), ws_choice([heavy.case_id]))  # both keys chose alike
     proposal = trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED, autotune_choices=choices))
     decorator = proposal.source[proposal.source.index("@triton.autotune(\n    configs=["):]
     decorator = decorator[:decorator.index("@triton.jit")]
@@ -247,7 +247,7 @@ def test_a_pinned_list_is_written_as_its_choice_and_that_configuration_is_tuned(
     assert sum(written[name] != value for name, value in
                {"BM": 128, "BN": 256, "BK": 64, "GROUP_SIZE_M": 8, "NUM_STAGES": 3}.items()) >= 1  # a move of it
     assert f"{WS_KERNEL}'s autotune list written as the one configuration its autotune chose for " \
-           f"{heavy.case_id}" in proposal.metadata.change
+           f"{heavy.case_id}, {light.case_id}" in proposal.metadata.change
     def around(source: str, opening: str) -> tuple[str, str]:
         return source[:source.index(opening)], source[source.index(f"@triton.jit\ndef {WS_KERNEL}"):]
 
@@ -257,6 +257,23 @@ def test_a_pinned_list_is_written_as_its_choice_and_that_configuration_is_tuned(
     untouched = trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED, autotune_choices=(
         ws_choice([heavy.case_id]).model_copy(update={"kernel": "other_kernel"}),)))
     assert "configs=get_autotune_configs()" in untouched.source
+
+
+def test_a_pinned_list_whose_keys_chose_differently_keeps_one_configuration_per_key():
+    from orchestrator.providers.tune import TuneProvider
+    from tests.providers.conftest import CASES, context
+
+    heavy, light = sorted(CASES, key=lambda case: case.weight, reverse=True)[:2]
+    other_key = ws_choice([light.case_id], NUM_STAGES=4).model_copy(
+        update={"key": [8192, 8192, 1024], "key_values": {"M": 8192, "N": 8192, "K": 1024}})
+    proposal = trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED,
+                                                        autotune_choices=(other_key, ws_choice([heavy.case_id]))))
+    decorator = proposal.source[proposal.source.index("@triton.autotune(\n    configs=["):]
+    decorator = decorator[:decorator.index("@triton.jit")]
+    assert decorator.count("triton.Config(") == 2
+    assert "one_per_key={(8192, 8192, 1024): 1}" in decorator and "preprocess_configs" not in decorator
+    assert f"configuration its autotune chose for each key (2, one per key by its own prune; another key takes " \
+           f"the one for {heavy.case_id})" in proposal.metadata.change
 
 
 def test_a_pinned_list_that_cannot_be_written_as_one_configuration_is_not_tuned_by_its_entries():
