@@ -16,7 +16,9 @@
 #                                                     and the preflight can pass that): `collect` waits up to
 #                                                     WAIT seconds (540) for it, then prints as `optimize` does
 # Another kernel: FIXTURE=examples/tlx_gemm/kernel.py BUNDLE=examples/tlx_gemm/h200 (its own bundle, not init-bundle's;
-# NAME, default the file's name, is its folder under $OUT).
+# NAME, default the file's name, is its folder under $OUT). Other shapes with init-bundle's harness: CASES=FILE, e.g.
+# CASES=scripts/gpu/hopper_gemm_ws_aligned_cases.json NAME=hopper_gemm_ws_aligned (shapes whose count of M tiles is
+# even: the tutorial's NUM_CTAS=2 configurations are wrong on the last M tile otherwise, docs/tlx.md).
 # Everything goes under $OUT (default /tmp/autotune-tlx, kept while the host stays up); summary.txt is the record.
 # A dry run of the plumbing on a CPU: PY=.venv/bin/python FIXTURE=examples/autotuned_add/kernel.py ENTRY=vector_add
 # KIND=elementwise DTYPE=float32 BACKEND=cpu TOTAL=120 bash scripts/gpu/h200_autotune_tlx.sh validate (no torch line).
@@ -31,7 +33,7 @@ FIXTURE=${FIXTURE:-tests/providers/tune_discovery/fixtures/tlx/hopper_gemm_ws.py
 ENTRY=${ENTRY:-matmul} KIND=${KIND:-gemm} DTYPE=${DTYPE:-float16} BACKEND=${BACKEND:-cuda}
 NAME=${NAME:-$(basename "$FIXTURE" .py)}
 WORK=$OUT/$NAME
-export PY TOTAL FIXTURE ENTRY KIND DTYPE BACKEND NAME BUNDLE  # `start` runs this script again in a session of its own
+export PY TOTAL FIXTURE ENTRY KIND DTYPE BACKEND NAME BUNDLE CASES  # `start` runs this script again in a session of its own
 mkdir -p "$WORK"
 
 stamped() {  # stamped FILE: stdin to FILE, each line prefixed with the seconds since the command started
@@ -68,6 +70,7 @@ bundle() {  # the tutorial kernel and its init-bundle bundle (gemm, fp16, H200),
   "$PY" -m orchestrator.cli init-bundle --kernel "$WORK/kernel.py" --entry "$ENTRY" --kind "$KIND" --dtype "$DTYPE" \
     --backend "$BACKEND" "${arch[@]}" --out "$WORK/bundle" > "$WORK/init.json" 2> "$WORK/init.log" \
     || { echo "init-bundle failed"; tail -5 "$WORK/init.log"; }
+  [ -n "${CASES:-}" ] && cp "$CASES" "$WORK/bundle/cases.json"  # init-bundle's harness, other shapes
   echo "init-bundle: $(cat "$WORK/bundle/cases.json" | tr -d '\n' | cut -c1-300)" | tee -a "$OUT/summary.txt"
 }
 
