@@ -20,7 +20,8 @@ Modules: `scan` (the one read), `styles/` (the registry of site styles: where kn
 edits and words), `discovery` (`KnobSite`, `discover`), `constraints` (what kernel and wrapper code demand),
 `domains` (kinds and legal values), `forms` (scaled and per-shape forms), `edits` (lossless rewrites),
 `knobs` (`Knob`, `tunable_knobs`, `apply_knobs`), `grid` (which knobs set the launch grid), `priors`, `search`,
-`tables`, `policy`, `metadata` (a proposal's hypothesis, evidence and risk), `explain`, `provider`
+`tables`, `policy`, `metadata` (a proposal's hypothesis, evidence and risk), `explain`, `one_config` (a kernel
+whose own autotune choice the run pins, written as its choices so that its knobs change what runs), `provider`
 (`TuneProvider`). docs/tuner.md, "Adding a knob style", says how to add a style.
 """
 
