@@ -32,6 +32,12 @@ ORIGINAL_LIST = _entries((64, 1), (128, 2), (256, 4), (512, 4))
 LOST_CHOICE = KERNEL.replace(ORIGINAL_LIST, _entries((64, 1), (128, 2), (1024, 4), (2048, 4)))
 ONE_CONFIGURATION = KERNEL.replace(ORIGINAL_LIST, _entries((2048, 4)))
 KEPT_CHOICE = KERNEL.replace(ORIGINAL_LIST, _entries((64, 1), (128, 2), (256, 4), (512, 4), (4096, 8)))
+# one configuration per key by its own prune, as the tuner writes keys that chose differently: neither is the run's
+# choice, and no key autotunes, so nothing is refused
+ONE_PER_KEY = KERNEL.replace(ORIGINAL_LIST, _entries((1024, 4), (256, 2))).replace(
+    '    key=["n_elements"],\n)',
+    '    key=["n_elements"],\n    prune_configs_by={"early_config_prune": lambda configs, named_args, one_per_key={(1001,): 1}, '
+    '**kwargs: [configs[one_per_key.get(tuple({**named_args, **kwargs}[name] for name in ("n_elements",)), 0)]]},\n)')
 
 
 def test_validate_passes_and_shows_the_choice(tmp_path):
@@ -67,7 +73,8 @@ def test_a_case_that_fails_at_the_autotune_choice_names_it_and_the_judge_stays(t
 
 
 def test_optimize_autotunes_once_and_pins_the_choice_everywhere(tmp_path):
-    candidates = write_candidates(tmp_path / "candidates", [LOST_CHOICE, ONE_CONFIGURATION, KEPT_CHOICE])
+    assert "one_per_key" in ONE_PER_KEY
+    candidates = write_candidates(tmp_path / "candidates", [LOST_CHOICE, ONE_CONFIGURATION, KEPT_CHOICE, ONE_PER_KEY])
     out = tmp_path / "out"
     run = run_cli("optimize", *FILES, "--output-dir", out, "--no-commit-winner", "--no-profile", "--provider",
                   "replay", "--replay-dir", candidates, "--max-candidate-seconds", "180", "--max-total-seconds", "600",
@@ -100,6 +107,11 @@ def test_optimize_autotunes_once_and_pins_the_choice_everywhere(tmp_path):
     kept = run.experiment("r002-c000")
     candidate = next(ev for ev in kept["evaluations"] if ev["label"] == "candidate")
     assert candidate["status"] == "ok" and candidate["worker"]["autotune"]["candidate_process"]["pinned"] == 2
+
+    per_key = next(ev for ev in run.experiment("r002-c001")["evaluations"] if ev["label"] == "candidate")
+    assert per_key["status"] == "ok", per_key["reason"]
+    assert (per_key["worker"]["autotune"]["candidate_process"]["single"],
+            per_key["worker"]["autotune"]["candidate_process"]["tuned"]) == (2, 0)  # each key pruned to its own
 
     report = result["report"]["autotune"]
     assert report["untouched_first_call"]["autotuned"] == 1
