@@ -12,12 +12,17 @@ from protocol.worker import AutotuneProgressEvent
 TIMER_WORDS = {"triton": "the kernel's own benchmarker", "interpreter_cpu": "the interpreter on the CPU"}
 
 
+def config_parts(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A recorded configuration's kwargs, and every launch option that is set (the rest of `describe_config`)."""
+    kwargs = config.get("kwargs") if isinstance(config.get("kwargs"), dict) else {}
+    return kwargs, {name: value for name, value in config.items() if name != "kwargs" and value is not None}
+
+
 def config_text(config: dict[str, Any]) -> str:
     """`BLOCK_SIZE=512 num_warps=4 num_stages=3`: the kwargs, then every launch option that is set."""
-    kwargs = config.get("kwargs") if isinstance(config.get("kwargs"), dict) else {}
-    parts = [f"{name}={_value(value)}" for name, value in kwargs.items()]
-    parts += [f"{name}={_value(value)}" for name, value in config.items() if name != "kwargs" and value is not None]
-    return " ".join(parts) or "(no parameters)"
+    kwargs, options = config_parts(config)
+    parts = [*kwargs.items(), *options.items()]  # a kwarg named like a launch option is said twice, as recorded
+    return " ".join(f"{name}={_value(value)}" for name, value in parts) or "(no parameters)"
 
 
 def key_text(key_values: dict[str, Any]) -> str:

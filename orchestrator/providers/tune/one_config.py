@@ -1,13 +1,15 @@
-"""A kernel whose own autotune the run pins, written with one configuration: where the tuner starts for it.
+"""A kernel whose own autotune the run pins, written as its choices: where the tuner starts for it.
 
 A run pins the untouched kernel's autotune choice in every worker (docs/autotune.md), so an edit of the list's
-entries cannot change what runs. What can: a list of one, which Triton runs without autotuning. So the tuner
-rewrites each pinned kernel's `configs=` as a list of one `triton.Config`, the choice its autotune made for the
-cases that weigh most (kwargs and launch options as recorded, the hooks as the list's own entry passes them),
-drops its `prune_configs_by` (a list of one has nothing to prune), and moves the knobs of that configuration as
-of any other. Every other byte of the source stays. Where the list's entries cannot be read (no `triton.Config`
-call to take the hooks from, a hook that depends on the comprehension's variables), the kernel is left as
-written and its entries are not tuned.
+entries cannot change what runs. What can: a list Triton never autotunes. So the tuner rewrites each pinned
+kernel's `configs=` as its choices (kwargs and launch options as recorded, the hooks as the list's own entry
+passes them): where every key chose alike, a list of one, and its `prune_configs_by` goes (a list of one has
+nothing to prune); where keys chose differently, one entry per distinct choice, the heaviest key's first, and an
+`early_config_prune` that keeps the key's own (marked by `ONE_PER_KEY`, orchestrator/autotune/detect.py). The
+tuner then moves those entries' values as any other knobs. Every other byte of the source stays. Where the
+list's entries cannot be written so (no `triton.Config` call to take the hooks from, a hook that reads the
+comprehension's variables or a name of the config function's own, a key that is not plain values), the kernel is
+left as written and its entries are not tuned.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from orchestrator.autotune.detect import ONE_PER_KEY
+from orchestrator.autotune.lines import config_parts
 from orchestrator.providers.tune.scan import LAUNCH_OPTIONS, Scan, dotted, names, string
 from orchestrator.providers.tune.styles.autotune import config_list
 from protocol.autotune import AutotuneChoice
@@ -78,9 +81,10 @@ def one_configuration(source: str, kernel: str, choices: Sequence[AutotuneChoice
         return None
     argument = next((a for a in decorator.args if a.keyword is not None and a.keyword.value == "configs"),
                     next((a for a in decorator.args if a.keyword is None and not a.star), None))
-    listed = config_list(scan, argument.value) if argument is not None else None
     if argument is None:
         return None
+    listed = config_list(scan, argument.value)
+    key_names = _key_names(decorator, choices)
     entries: list[str] = []  # one per distinct configuration, the heaviest key's first
     index_of: dict[str, int] = {}
     keys: dict[tuple, int] = {}
@@ -91,15 +95,14 @@ def one_configuration(source: str, kernel: str, choices: Sequence[AutotuneChoice
         index = index_of.setdefault(_config_key(choice), len(entries))
         if index == len(entries):
             entries.append(text)
-        keys[tuple(choice.key_values.get(name) for name in _key_names(decorator, choices))] = index
+        keys[tuple(choice.key_values.get(name) for name in key_names)] = index
     pruning = [a for a in decorator.args if a.keyword is not None and a.keyword.value == "prune_configs_by"]
-    names = _key_names(decorator, choices)
     table = {key: index for key, index in keys.items() if index}
     per_key = None
     if table:
-        if not names or not all(isinstance(value, (int, str, bool)) for key in table for value in key):
+        if not key_names or not all(isinstance(value, (int, str, bool)) for key in table for value in key):
             return None  # a key that cannot be written as a literal: no table
-        lookup = f"tuple({{**named_args, **kwargs}}[name] for name in {tuple(names)!r})"
+        lookup = f"tuple({{**named_args, **kwargs}}[name] for name in {tuple(key_names)!r})"
         per_key = cst.parse_expression(
             f'{{"early_config_prune": lambda configs, named_args, {ONE_PER_KEY}={table!r}, **kwargs: '
             f'[configs[{ONE_PER_KEY}.get({lookup}, 0)]]}}')
@@ -199,8 +202,8 @@ def _loop_variables(comprehension: cst.ListComp) -> set[str]:
 def _config_text(function: str, config: dict, hooks: list[str]) -> str:
     """`triton.Config({"BM": 128, ...}, num_warps=4, ctas_per_cga=(1, 1, 1), pre_hook=hook)` from a recorded
     configuration (its kwargs, then every launch option that is set) and the entry's hooks as written."""
-    kwargs = config.get("kwargs") if isinstance(config.get("kwargs"), dict) else {}
-    options = [f"{name}={_literal(value)}" for name, value in config.items() if name != "kwargs" and value is not None]
+    kwargs, set_options = config_parts(config)
+    options = [f"{name}={_literal(value)}" for name, value in set_options.items()]
     body = ", ".join(f"{name!r}: {_literal(value)}" for name, value in kwargs.items())
     return f"{function}({{{body}}}{''.join(', ' + part for part in [*options, *hooks])})"
 

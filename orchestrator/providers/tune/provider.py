@@ -55,8 +55,8 @@ class TuneProvider:
     @staticmethod
     def _one_configuration(context: ProposalContext) -> tuple[ProposalContext, str, frozenset[str]]:
         """The context the knobs are read in: where the run pins a kernel's own autotune choice, its list written
-        as that one configuration (one_config.py), with what was written, in words, and the kernels still
-        pinned (their entries are not knobs)."""
+        as its choices (one_config.py), with what was written, in words, and the kernels still pinned (their
+        entries are not knobs)."""
         pinned = frozenset(c.kernel for c in context.autotune_choices) & frozenset(
             autotuned_kernels(context.incumbent_source))
         if not pinned:
