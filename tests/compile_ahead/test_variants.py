@@ -18,13 +18,8 @@ pytestmark = pytest.mark.xdist_group("sm90_variants")  # one compile of the vari
 
 
 @pytest.fixture(scope="module")
-def variants_dir(sm90_variants_dir) -> str:
-    return sm90_variants_dir
-
-
-@pytest.fixture(scope="module")
-def checks(variants_dir):
-    return checked(variants_dir)
+def checks(sm90_variants_dir):
+    return checked(sm90_variants_dir)
 
 
 @pytest.mark.slow
@@ -105,10 +100,10 @@ def test_only_errors_no_device_can_cause_make_a_source_failure():
 
 
 @pytest.mark.slow
-def test_what_a_variant_compiled_is_kept_for_that_exact_source_and_no_other(checks, variants_dir, tmp_path):
+def test_what_a_variant_compiled_is_kept_for_that_exact_source_and_no_other(checks, sm90_variants_dir, tmp_path):
     """A screened variant the gate measures next starts with its kernels compiled: each variant compiled alone in
     its own child, so its groups are filed under its own source digest (orchestrator/worker/kernel_cache.py)."""
-    kept = kept_kernels(variants_dir)
+    kept = kept_kernels(sm90_variants_dir)
     assert checks["baseline"].kernel_groups_kept == 1  # its one launch
     assert checks["autotune"].kernel_groups_kept == 1  # the config that fits; the one over the limit left no binary
     assert checks["huge"].kernel_groups_kept == 0 and checks["raises_at_import"].kernel_groups_kept == 0
