@@ -228,6 +228,12 @@ def ws_choice(case_ids: list[str], **changed: object) -> AutotuneChoice:
                           configs_listed=288, configs_tried=96)
 
 
+def written_decorator(source: str) -> str:
+    """The warp-specialized GEMM's autotune decorator as the tuner wrote it (its list spelled out)."""
+    decorator = source[source.index("@triton.autotune(\n    configs=["):]
+    return decorator[:decorator.index("@triton.jit")]
+
+
 def test_a_pinned_list_is_written_as_its_choice_and_that_configuration_is_tuned():
     """Editing the entries of a list whose choice the run pins cannot change what runs (on the H200 55 such
     variants were screened for nothing). The tuner writes the list as the choice for the cases that weigh
@@ -239,8 +245,7 @@ def test_a_pinned_list_is_written_as_its_choice_and_that_configuration_is_tuned(
     heavy, light = sorted(CASES, key=lambda case: case.weight, reverse=True)[:2]
     choices = (ws_choice([light.case_id]), ws_choice([heavy.case_id]))  # both keys chose alike
     proposal = trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED, autotune_choices=choices))
-    decorator = proposal.source[proposal.source.index("@triton.autotune(\n    configs=["):]
-    decorator = decorator[:decorator.index("@triton.jit")]
+    decorator = written_decorator(proposal.source)
     assert "prune_configs_by" not in decorator and decorator.count("triton.Config(") == 1
     assert "pre_hook=matmul_tma_set_block_size_hook" in decorator and "ctas_per_cga=(1, 1, 1)" in decorator
     written = {name: int(value) for name, value in re.findall(r"'(BM|BN|BK|GROUP_SIZE_M|NUM_STAGES)': (\d+)", decorator)}
@@ -268,8 +273,7 @@ def test_a_pinned_list_whose_keys_chose_differently_keeps_one_configuration_per_
         update={"key": [8192, 8192, 1024], "key_values": {"M": 8192, "N": 8192, "K": 1024}})
     proposal = trio.run(TuneProvider().propose, context(source=WARP_SPECIALIZED,
                                                         autotune_choices=(other_key, ws_choice([heavy.case_id]))))
-    decorator = proposal.source[proposal.source.index("@triton.autotune(\n    configs=["):]
-    decorator = decorator[:decorator.index("@triton.jit")]
+    decorator = written_decorator(proposal.source)
     assert decorator.count("triton.Config(") == 2
     assert "one_per_key={(8192, 8192, 1024): 1}" in decorator and "preprocess_configs" not in decorator
     assert f"configuration its autotune chose for each key (2, one per key by its own prune; another key takes " \
