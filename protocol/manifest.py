@@ -72,6 +72,7 @@ class RunManifest(StrictModel):
     refused_environment: list[str]  # target.json environment names not passed to workers
     schedule: str
     confirm_pairs: int
+    triage: bool = False  # absent (False) in runs older than triage
     skip_validation: bool
     bundle_lock: LockSummary | None  # null with --skip-validation
     host: HostRecord

@@ -143,6 +143,12 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     measure.add_argument("--confirm-runs", type=int, default=2, metavar="PAIRS",
                          help="when only the noise test stands in a candidate's way, measure up to this many more "
                               "candidate/incumbent pairs before deciding (default %(default)s, 0 = off)")
+    measure.add_argument("--triage", dest="triage", action="store_true", default=True,
+                         help="measure a candidate first and reject it on that one run when it is slower than the "
+                              "incumbent's last run beyond a 3%% margin and the run's noise (default: on); any other "
+                              "candidate is measured candidate/incumbent/candidate")
+    measure.add_argument("--no-triage", dest="triage", action="store_false",
+                         help="measure every candidate in --schedule's order from its first run")
     measure.add_argument("--confidence", type=_confidence, default=0.99,
                          help="one-sided confidence of the promotion test and of each case's bound (default "
                               "%(default)s)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.decision.bootstrap import PromotionTest, promotion_test
 from orchestrator.decision.noise import BetweenRunNoise
@@ -29,6 +30,8 @@ class Verdict:
     # Protected cases whose point estimate is slower than `1 - max_case_regression` while their upper bound
     # is not: perhaps slower, perhaps noise. More runs can tell (`needs_confirmation`).
     undecided_cases: tuple[str, ...] = ()
+    # a triaged verdict's figures (`triage`): what it was compared with, its bars and the cases it found slower
+    triage: dict[str, Any] | None = None
 
 
 def _geomean(values: Sequence[float]) -> float:
@@ -205,6 +208,69 @@ def decide(
     status = DecisionStatus.PROMOTED if all(gates.values()) else DecisionStatus.REJECTED
     return Verdict(Decision(status=status, reason=reason, gates=gates), comparisons, aggregate, test,
                    tuple(case.case_id for case in undecided))
+
+
+# A triaged candidate is rejected only when it is slower than this, beyond the run's learnt noise: the drift
+# between the incumbent's last run and the candidate's (0.8 % was seen between processes on the H200) stays
+# well inside it, so a candidate the full schedule could promote is not thrown out on one run.
+TRIAGE_MARGIN = 0.03
+TRIAGE_NOISE_SDS = 4.0  # a case's learnt between-run sd, this many times, widens its margin past TRIAGE_MARGIN
+TRIAGE_GATE = "triage"
+
+
+def triage_margin(noise: BetweenRunNoise, case_id: str | None = None) -> float:
+    """How much slower than the bar a triaged candidate must measure to be rejected: TRIAGE_MARGIN, or more for a
+    noisy case (`case_id` None: the noisiest case's)."""
+    sd = noise.by_case.get(case_id) if case_id is not None else None
+    if sd is None:
+        sd = noise.learned_sd if noise.learned_sd is not None else noise.floor
+    return max(TRIAGE_MARGIN, TRIAGE_NOISE_SDS * max(sd, noise.floor))
+
+
+def triage(cases: Sequence[Case], candidate: Evaluation, last_incumbent_run: dict[str, float], budget: Budget,
+           noise: BetweenRunNoise) -> Verdict | None:
+    """The verdict on a candidate's first run against the incumbent's last run in this run (case id -> median),
+    when that run alone rejects it; None when it could still be promoted and the full schedule must measure it.
+
+    Rejects only what the full schedule would: the weighted speedup below `min_speedup`, or a protected case
+    below `1 - max_case_regression`, each by more than its margin (`triage_margin`). A failed or incomplete run,
+    or a case the incumbent's last run lacks, is left to the schedule. Triage never promotes: a candidate it
+    lets through is measured side by side as any other."""
+    if candidate.status is not EvaluationStatus.OK:
+        return None
+    comparisons = []
+    for case in cases:
+        measured = candidate.case(case.case_id)
+        incumbent = last_incumbent_run.get(case.case_id)
+        if measured is None or measured.stats is None or not measured.correct or not incumbent:
+            return None
+        comparisons.append(CaseComparison(
+            case_id=case.case_id, incumbent_median_us=incumbent, candidate_median_us=measured.stats.median,
+            speedup=incumbent / measured.stats.median, candidate_cv=measured.stats.cv, incumbent_cv=None,
+            correct=True))
+    aggregate = aggregate_speedup(cases, comparisons)
+    bar = budget.min_speedup * (1.0 - triage_margin(noise))
+    case_bars = {case.case_id: case_regression_threshold(budget) * (1.0 - triage_margin(noise, case.case_id))
+                 for case in cases if case.protected}
+    slowed = [row for row in comparisons
+              if row.case_id in case_bars and row.speedup is not None and row.speedup < case_bars[row.case_id]]
+    if aggregate >= bar and not slowed:
+        return None
+    reasons, gates = [], {"correct": True}
+    if aggregate < bar:
+        reasons.append(f"speedup {aggregate:.4f}x < {bar:.4f}x (the {budget.min_speedup:.4f}x threshold less a "
+                       f"{triage_margin(noise):.1%} margin)")
+        gates["speedup"] = False
+    if slowed:
+        reasons.append("protected case slower: " + "; ".join(
+            f"{row.case_id} {row.speedup:.3f}x < {case_bars[row.case_id]:.3f}x" for row in slowed))
+        gates["case_regression"] = False
+    reason = (f"triaged on its first run against the incumbent's last run in this run: {', and '.join(reasons)}; "
+              "the incumbent was not measured again")
+    figures = {"against": "the incumbent's last run in this run", "speedup_bar": bar,
+               "case_bars": case_bars, "slower_cases": [row.case_id for row in slowed]}
+    return Verdict(Decision(status=DecisionStatus.REJECTED, reason=reason, gates={**gates, TRIAGE_GATE: False}),
+                   comparisons, aggregate, None, triage=figures)
 
 
 def needs_confirmation(verdict: Verdict) -> bool:

@@ -104,5 +104,14 @@ class RunMedians:
             grouped.setdefault(digest, {}).setdefault(case_id, []).append(median)
         return grouped
 
+    def last_run(self, digest: str) -> dict[str, float]:
+        """case id -> the median of the last benchmarked run of the source `digest` ({} if it has none): what a
+        candidate's first run is compared with when the run triages (`gates.triage`)."""
+        last: dict[str, float] = {}
+        for source, case_id, median in self.runs:
+            if source == digest:
+                last[case_id] = median  # the later run's median replaces the earlier one
+        return last
+
     def noise(self, *, confidence: float = 0.99, floor: float = DEFAULT_NOISE_FLOOR) -> BetweenRunNoise:
         return noise_from_run_medians(self.by_source(), confidence=confidence, floor=floor)

@@ -4,7 +4,11 @@ A candidate (or, at revalidation, the finalist) is decided in one sequence, the 
 its records (`simulate.py`) and in a measurement study's trials (`study.py`):
 
 1. its runs and the incumbent's in the `--schedule` order (A/B/A by default), so clock and thermal drift hit both
-   sides; a failed candidate run ends the measuring (the incumbent runs after it would decide nothing);
+   sides; a failed candidate run ends the measuring (the incumbent runs after it would decide nothing). With
+   triage (`--triage`, on by default) a candidate whose incumbent already has a run in the history is measured
+   first, B/A/B: its first run alone rejects it when it is slower than the incumbent's last run by more than a
+   margin that drift and the learnt noise cannot explain (`gates.triage`), so most losing candidates cost one
+   worker instead of three; triage never promotes;
 2. the verdict (`gates.decide`) on those runs, with the between-run noise learnt from every run of the history
    and of this decision so far (`noise.RunMedians`);
 3. confirmation: while only the noise gate holds the candidate back, or a protected case may be slower within
@@ -42,7 +46,7 @@ from typing import Literal, TypeVar
 
 from orchestrator.decision import evidence as profile_evidence
 from orchestrator.decision.evidence import DeepProfileCall, Evidence
-from orchestrator.decision.gates import Verdict, decide, needs_confirmation
+from orchestrator.decision.gates import Verdict, decide, needs_confirmation, triage
 from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, RunMedians
 from orchestrator.decision.time_budget import pair_fits
 from protocol.bundle import Budget, Case
@@ -52,6 +56,9 @@ from protocol.roles import Role
 
 Side = Literal["candidate", "incumbent"]
 PAIR_DOES_NOT_FIT = "two more runs do not fit before the deadline"
+# With triage, a candidate is measured first, then the incumbent, then the candidate again: as many workers as
+# A/B/A for a candidate the first run does not reject, and as symmetric against drift.
+TRIAGE_SCHEDULE: tuple[Side, ...] = ("candidate", "incumbent", "candidate")
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,10 @@ class Rules:
     schedule: tuple[Side, ...] = ("incumbent", "candidate", "incumbent")
     confirm_pairs: int = 2
     noise: NoiseRule = NoiseRule()
+    # a candidate first, its run compared with the incumbent's last run in the history: one that loses clearly is
+    # rejected on that one run (`gates.triage`); any other is measured in TRIAGE_SCHEDULE. Candidates only (a
+    # finalist is revalidated in `schedule`), and only once the incumbent has a run in the history.
+    triage: bool = False
 
     def __post_init__(self) -> None:
         if "candidate" not in self.schedule:
@@ -163,6 +174,8 @@ class Judgement:
     test_seed: int
     digests: tuple[str, str]  # the normalized digests of the candidate's and the incumbent's source
     history: RunMedians
+    schedule: tuple[Side, ...] = ()  # this decision's order of runs: the rules' own, or TRIAGE_SCHEDULE
+    triage_against: dict[str, float] | None = None  # the incumbent's last run (case -> median) when triaging
     evidence: Evidence | None = None  # None: no profile evidence judged
     carried_veto: str | None = None  # a veto taken as given (a replay carries the recorded one)
     carried_noise_gate: bool | None = None  # a noise gate taken as given (records without raw samples)
@@ -191,9 +204,12 @@ class Referee:
         """A decision about to measure its first run. `role`: candidate, or final at revalidation."""
         if role not in (Role.CANDIDATE, Role.FINAL):
             raise ValueError(f"a referee decides candidates and finalists, not {role.value!r} runs")
-        state = Judgement(role=role, test_seed=test_seed, digests=digests, history=history, evidence=evidence,
+        last_incumbent_run = history.last_run(digests[1]) if self.rules.triage and role is Role.CANDIDATE else {}
+        state = Judgement(role=role, test_seed=test_seed, digests=digests, history=history,
+                          schedule=TRIAGE_SCHEDULE if last_incumbent_run else self.rules.schedule,
+                          triage_against=last_incumbent_run or None, evidence=evidence,
                           carried_veto=carried_veto, carried_noise_gate=carried_noise_gate)
-        return dataclasses.replace(state, action=self._measure(state, self.rules.schedule[0], pair=0, notes=()))
+        return dataclasses.replace(state, action=self._measure(state, state.schedule[0], pair=0, notes=()))
 
     def next(self, state: Judgement) -> Action:
         """What the decision needs next: a measurement, a deep profile, or nothing more (the ruling)."""
@@ -209,8 +225,12 @@ class Referee:
             seconds_left=seconds_left, action=None,
             candidate=evaluation if asked.side == "candidate" and not asked.pair else state.candidate)
         failed = evaluation.status is not EvaluationStatus.OK
-        schedule = self.rules.schedule
+        schedule = state.schedule
         if not asked.pair:
+            if state.triage_against is not None and len(state.runs) == 1:
+                triaged = self._triaged(state, evaluation)
+                if triaged is not None:
+                    return triaged
             if len(state.runs) < len(schedule) and not (asked.side == "candidate" and failed):
                 return self._ask(state, self._measure(state, schedule[len(state.runs)], pair=0, notes=()))
             return self._confirm(self._decided(state), ())
@@ -242,6 +262,16 @@ class Referee:
             return Measure("incumbent", Role.INCUMBENT, len(state.runs), None, pair, notes)
         level = "deep" if state.role is Role.FINAL and not pair else None
         return Measure("candidate", state.role, len(state.runs), level, pair, notes)
+
+    def _triaged(self, state: Judgement, first: Evaluation) -> Judgement | None:
+        """The decision ruled on the candidate's first run alone, when triage rejects it; else None."""
+        assert state.triage_against is not None
+        noise = self.rules.noise.estimate(state.history, self.rules.confidence)
+        verdict = triage(self.rules.cases, first, state.triage_against, self.rules.budget, noise)
+        if verdict is None:
+            return None
+        state = dataclasses.replace(state, verdict=verdict, noise=noise, verdicts=(verdict,))
+        return self._evidence(state, (f"status=triaged reason={verdict.decision.reason!r}",))
 
     def _verdict(self, state: Judgement, noise: BetweenRunNoise, veto: str | None = None) -> Verdict:
         rules = self.rules

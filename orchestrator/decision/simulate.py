@@ -5,8 +5,9 @@ gate, without raw samples), and each replay says what it could not rebuild and w
 Kernel Tuner replays a search from its cache; this replays the promotion policy from a run's records, so a
 change to the policy can be tried on real runs in milliseconds. Each measured experiment is decided again by
 the referee the run itself uses (`referee.py`), fed the recorded runs in the order it asks for them: the
-`--schedule` runs, then each confirmation pair it asks for while the record holds one (the recording is the
-clock: another pair fits when the run measured one). What differs from a run is only what a record cannot give:
+`--schedule` runs (in a run that triages, candidate first: the triage schedule, or the one run that rejected it),
+then each confirmation pair it asks for while the record holds one (the recording is the clock: another pair
+fits when the run measured one). What differs from a run is only what a record cannot give:
 - the between-run noise history is rebuilt from every benchmarked run recorded before the decision, in
   evaluation order, grouped by the normalized digest of the source measured (an incumbent's is its parent
   record's), as `noise.RunMedians`, which the referee extends with the runs it is fed;
@@ -33,9 +34,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from orchestrator.decision.gates import Verdict
+from orchestrator.decision.gates import TRIAGE_GATE, Verdict
 from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, RunMedians
-from orchestrator.decision.referee import NoiseRule, Referee, Rules, Ruling
+from orchestrator.decision.referee import TRIAGE_SCHEDULE, NoiseRule, Referee, Rules, Ruling
 from orchestrator.decision.schedule import measurement_schedule
 from protocol.base import StrictModel
 from protocol.bundle import Budget, Case
@@ -86,6 +87,7 @@ class RecordedSettings(StrictModel):
     max_case_regression: float | None = Field(default=None, ge=0.0, le=1.0)
     schedule: str = "aba"  # the `--schedule` default
     confirm_pairs: int | None = Field(default=None, ge=0)  # None: as many pairs as each record holds
+    triage: bool = False  # `--triage` (absent from runs older than it)
     source: str = "defaults"
 
     @field_validator("schedule")
@@ -322,8 +324,14 @@ class _Replay:
 
     def replay_decision(self, record: ExperimentRecord, role: str, measured: list[Evaluation], digests: dict[str, str],
                carried: list[str], notes: list[str]) -> DecisionView:
+        # a triaging run measured each candidate in TRIAGE_SCHEDULE once the incumbent had a run, and a candidate
+        # its first run rejected in that run alone
+        triaged = self.settings.triage and role == "candidate" and bool(measured) and measured[0].label == role
+        schedule = list(TRIAGE_SCHEDULE) if triaged else self.schedule
+        if triaged and record.decision is not None and record.decision.gates.get(TRIAGE_GATE) is False:
+            schedule = schedule[:1]
         try:
-            initial, pairs = split_runs(measured, self.schedule, role)
+            initial, pairs = split_runs(measured, schedule, role)
         except ValueError as exc:
             raise _NotReplayable(str(exc)) from None
         medians_only = any(samples_dropped(e) for e in measured)
@@ -343,7 +351,8 @@ class _Replay:
             carried.append("profile veto")
         rules = Rules(cases=tuple(self.cases), budget=given.budget, confidence=given.confidence,
                       schedule=tuple(self.schedule), confirm_pairs=_first(self.settings.confirm_pairs, len(pairs)),
-                      noise=NoiseRule(floor=given.floor, learned=given.learned, per_case=given.per_case))
+                      noise=NoiseRule(floor=given.floor, learned=given.learned, per_case=given.per_case),
+                      triage=self.settings.triage)
         referee = Referee(rules)
         state = referee.start(role=Role(role), test_seed=given.seed or 0, history=self.history,
                              digests=(digests[role], digests["incumbent"]), carried_veto=given.veto,
@@ -352,11 +361,19 @@ class _Replay:
         remaining = list(pairs)
         while not isinstance(action := referee.next(state), Ruling):
             if not recorded:  # the referee asks for a confirmation pair, and one is recorded (`fits` said so)
+                if not remaining:
+                    raise _NotReplayable(f"the decision asks for a {action.role.value} run the record does not hold")
                 recorded = remaining.pop(0)
             run = recorded.pop(0)
             # the recording's clock: time is left while the run measured more (another pair fits when it did)
-            state = referee.measured(state, run, math.inf if recorded or remaining else 0.0)
+            try:
+                state = referee.measured(state, run, math.inf if recorded or remaining else 0.0)
+            except ValueError as exc:  # the record measured in another order than this decision asks for
+                raise _NotReplayable(str(exc)) from None
         ruling = action
+        if recorded:  # the decision ruled before the record's schedule ended (a policy that triages it)
+            notes.append(f"{len(recorded)} recorded run(s) of the schedule not asked for by this policy")
+            self.add_history(digests, recorded)
         if ruling.confirmation_cut:
             notes.append("this policy would measure another confirmation pair; none is recorded")
         self.history = ruling.history
@@ -374,13 +391,14 @@ class _Replay:
         status = verdict.decision.status
         if record.is_revalidation:  # the loop's revalidation: a promotion confirms the finalist
             status = DecisionStatus.REVALIDATED if status is DecisionStatus.PROMOTED else DecisionStatus.REJECTED
-        tested = verdict.test is not None  # the run records its noise only next to a test
+        tested = verdict.test is not None
+        noted = tested or verdict.triage is not None  # the run records its noise next to a test or a triage
         lower_bound = verdict.test.lower_bound if tested else None
         return DecisionView(
             status=status, gates=verdict.decision.gates, aggregate_speedup=verdict.aggregate_speedup,
             lower_bound=record.statistics.get("lower_bound") if medians_only and tested else lower_bound,
-            learned_sd=noise.learned_sd if learned and tested else None,
-            noise_dof=noise.dof if learned and tested else None,
+            learned_sd=noise.learned_sd if learned and noted else None,
+            noise_dof=noise.dof if learned and noted else None,
             reason=None if medians_only else verdict.decision.reason)
 
 

@@ -36,6 +36,7 @@ class RunConfig:
     isolation: Literal["strict", "standard", "off"] = "standard"
     schedule: str = "aba"
     confirm_pairs: int = 2  # extra candidate/incumbent pairs when only the noise gate fails
+    triage: bool = True  # a candidate's first run may reject it against the incumbent's last run
     worker_python: str = sys.executable
     # "forkserver": workers forked by a per-run server that imported torch and triton once
     # (sandbox_worker/forkserver.py); "fresh": a new interpreter per worker

@@ -134,7 +134,8 @@ def load_settings(path: Path) -> RecordedSettings:
     budget = manifest["budget"]
     found = {"min_speedup": budget.get("min_speedup"), "max_cv": budget.get("max_cv"),
              "max_case_regression": budget.get("max_case_regression"),
-             "schedule": manifest.get("schedule"), "confirm_pairs": manifest.get("confirm_pairs")}
+             "schedule": manifest.get("schedule"), "confirm_pairs": manifest.get("confirm_pairs"),
+             "triage": manifest.get("triage")}
     try:
         return RecordedSettings(source=str(path), **{k: v for k, v in found.items() if v is not None})
     except ValidationError as exc:

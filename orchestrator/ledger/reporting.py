@@ -342,11 +342,15 @@ def format_profile_for_log(profile: Mapping[str, Any] | None, deltas: Mapping[st
 
 
 def slower_cases(record: ExperimentRecord, cases: list[Case], max_case_regression: float) -> list[str]:
-    """The protected cases an experiment's decision found slower beyond their noise (its case_regression gate)."""
+    """The protected cases an experiment's decision found slower beyond their noise (its case_regression gate),
+    or, triaged on its first run, beyond the triage's margin."""
     if record.decision is None or record.decision.gates.get("case_regression") is not False:
         return []
-    per_case = record.statistics.get("per_case") or {}
     protected = {case.case_id for case in cases if case.protected}
+    triaged = record.statistics.get("triage")
+    if isinstance(triaged, dict):
+        return [case_id for case_id in triaged.get("slower_cases") or [] if case_id in protected]
+    per_case = record.statistics.get("per_case") or {}
     return [case_id for case_id, bounds in per_case.items() if case_id in protected and isinstance(bounds, dict)
             and isinstance(bounds.get("upper"), (int, float)) and bounds["upper"] < 1.0 - max_case_regression]
 

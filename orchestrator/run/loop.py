@@ -671,6 +671,8 @@ def apply_ruling(record: ExperimentRecord, ruling: Ruling) -> None:
     if verdict.test is not None:
         record.statistics = verdict.test.model_dump(mode="json")
         record.statistics["between_run_noise"] = ruling.noise.as_dict()
+    elif verdict.triage is not None:  # rejected on its first run: the bars it missed, and the noise they took
+        record.statistics = {"triage": verdict.triage, "between_run_noise": ruling.noise.as_dict()}
 
 
 def run_exit_code(stopping_reason: StoppingReason, has_winner: bool, commit_failed: bool) -> ExitCode:

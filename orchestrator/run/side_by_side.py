@@ -36,11 +36,12 @@ class Source:
 
 
 def decision_rules(evaluator: Evaluates) -> Rules:
-    """The run's rules: its cases, budget, confidence, `--schedule` and `--confirm-runs`; noise learnt per case."""
+    """The run's rules: its cases, budget, confidence, `--schedule`, `--confirm-runs` and `--triage`; noise learnt
+    per case."""
     config = evaluator.config
     return Rules(cases=tuple(evaluator.inputs.cases), budget=config.budget, confidence=config.confidence,
                  schedule=tuple(measurement_schedule(config.schedule)), confirm_pairs=config.confirm_pairs,
-                 noise=NoiseRule())
+                 noise=NoiseRule(), triage=config.triage)
 
 
 def profile_tag(role: Role) -> str:
@@ -74,7 +75,7 @@ class SideBySide:
                 judgement = self.referee.profiled(judgement, profile, deadline - trio.current_time())
                 continue
             # the schedule's runs still to come after this one must fit after its profile
-            remaining = len(self.referee.rules.schedule) - action.index - 1 if not action.pair else 0
+            remaining = len(judgement.schedule) - action.index - 1 if not action.pair else 0
             until = profile_cutoff(deadline, remaining, judgement.runs)
             judgement = self.referee.measured(judgement, await self.run(state, experiment_id, action, candidate,
                                                                         incumbent, deadline, until),

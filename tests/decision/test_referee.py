@@ -248,3 +248,51 @@ def test_a_candidate_run_recorded_with_its_profiles_is_judged_on_them_and_asks_f
     assert not any(isinstance(a, Profile) for a in asked) and not slower.promoted
     assert slower.notes[-1] == "deep_profile=skipped reason='clearly below the threshold'"
     assert slower.profiles is not None
+
+
+# ---- triage: the candidate first, against the incumbent's last run ------------------------------------------
+
+def history_with(digest: str, median_us: float) -> RunMedians:
+    return RunMedians().with_run(digest, run("incumbent", median_us, 99))
+
+
+def test_triage_rejects_a_clear_loser_on_its_first_run_and_measures_no_incumbent():
+    judge = referee(triage=True)
+    state = judge.start(role=Role.CANDIDATE, test_seed=3, history=history_with("old", SLOW), digests=("new", "old"))
+    ruling, asked = drive(judge, state, candidate_us=SLOW * 1.10)
+    assert [(a.side, a.index) for a in asked] == [("candidate", 0)]
+    assert ruling.decision.status is DecisionStatus.REJECTED
+    assert ruling.decision.gates == {"correct": True, "speedup": False, "case_regression": False, "triage": False}
+    assert ruling.verdict.triage["slower_cases"] == ["c"]
+    assert ruling.decision.reason.startswith("triaged on its first run")
+    assert ruling.verdict.aggregate_speedup == pytest.approx(1 / 1.10, rel=0.01)
+    assert ruling.verdict.test is None  # one run decides no test: triage never promotes
+    assert len(ruling.history.runs) == 2  # the candidate's run joins the history as any run does
+
+
+def test_triage_lets_through_what_the_full_schedule_could_promote_and_measures_it_b_a_b():
+    judge = referee(triage=True)
+    for candidate_us, promoted in ((FAST, True), (SLOW * 1.01, False)):  # a gain; a loss inside the margin
+        state = judge.start(role=Role.CANDIDATE, test_seed=3, history=history_with("old", SLOW),
+                            digests=("new", "old"))
+        ruling, asked = drive(judge, state, candidate_us=candidate_us)
+        assert [(a.side, a.index) for a in asked[:3]] == [("candidate", 0), ("incumbent", 1), ("candidate", 2)]
+        assert ruling.promoted is promoted and "triage" not in ruling.decision.gates
+
+
+def test_without_an_incumbent_run_or_for_the_finalist_triage_keeps_the_schedule():
+    judge = referee(triage=True)
+    for role, history in ((Role.CANDIDATE, RunMedians()), (Role.FINAL, history_with("old", SLOW))):
+        state = judge.start(role=role, test_seed=3, history=history, digests=("new", "old"))
+        ruling, asked = drive(judge, state, candidate_us=SLOW * 1.10)
+        assert [a.side for a in asked[:3]] == ["incumbent", "candidate", "incumbent"]
+        assert "triage" not in ruling.decision.gates
+
+
+def test_a_failed_first_run_ends_a_triaged_decision_at_one_worker():
+    judge = referee(triage=True)
+    state = judge.start(role=Role.CANDIDATE, test_seed=3, history=history_with("old", SLOW), digests=("new", "old"))
+    state = judge.measured(state, run("candidate", FAST, 1, status=EvaluationStatus.CRASHED), math.inf)
+    ruling = judge.next(state)
+    assert isinstance(ruling, Ruling) and ruling.decision.status is DecisionStatus.FAILED
+    assert [e.label for e in ruling.runs] == ["candidate"]

@@ -51,8 +51,8 @@ def test_promotes_faster_rejects_incorrect_and_duplicate(tmp_path, out_dir):
     assert set(stats) >= {"n", "median", "p95", "mean", "cv", "min", "max"} and stats["n"] >= 30
     assert len(candidate["cases"][0]["samples_us"]) == stats["n"]
     # profiling is on, but no profiler measured the untouched kernel on this machine: the run requires no
-    # evidence, so the promoted candidate costs no profile worker
-    assert [e["label"] for e in promoted["evaluations"]] == ["incumbent", "candidate", "incumbent"]
+    # evidence, so the promoted candidate costs no profile worker; triage measured it first (B/A/B)
+    assert [e["label"] for e in promoted["evaluations"]] == ["candidate", "incumbent", "candidate"]
     assert promoted["statistics"]["passes"] is True
     # the layer-7 report opens the result
     report = result["report"]
@@ -85,7 +85,10 @@ def test_no_winner_exits_2_and_continues_through_rounds(tmp_path, out_dir):
     assert run.result["winner_experiment_id"] == "baseline"
     decisions = run.decisions()
     assert [decisions[f"r00{i}-c000"] for i in (1, 2, 3)] == ["rejected"] * 3
-    assert "below the 1.0100x threshold" in run.experiment("r003-c000")["decision"]["reason"]
+    # each 30-50 % slower: rejected on its first run (triage), against the 1.01x threshold less its margin
+    reason = run.experiment("r003-c000")["decision"]["reason"]
+    assert reason.startswith("triaged on its first run") and "the 1.0100x threshold" in reason
+    assert [e["label"] for e in run.experiment("r003-c000")["evaluations"]] == ["candidate"]
     assert (out_dir / "best_kernel.py").read_text() == (SYNTHETIC / "kernel.py").read_text()
 
 
@@ -140,7 +143,9 @@ def test_finalist_that_fails_revalidation_is_not_the_winner(tmp_path, out_dir):
         "LATENCY", prelude=(f"import os\nMARKER = {str(marker)!r}\nLATENCY = 300.0 if os.path.exists(MARKER) else 40.0\n"
                             "if not os.path.exists(MARKER):\n    open(MARKER, 'w').close()\n"))
     replay = write_candidates(tmp_path / "cands", [flaky])
-    run = run_cli(*synthetic_args(out_dir, "--provider", "replay", "--replay-dir", replay, "--isolation", "off"))
+    # A/B/A: with triage's B/A/B the gate itself would time the flaky candidate twice and reject it
+    run = run_cli(*synthetic_args(out_dir, "--provider", "replay", "--replay-dir", replay, "--isolation", "off",
+                                  "--no-triage"))
     assert run.returncode == 2, run.stderr
     assert run.result["stopping_reason"] == "finalist_revalidation_failed"
     assert run.result["winner_experiment_id"] == "baseline"

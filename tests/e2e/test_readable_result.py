@@ -98,7 +98,7 @@ def test_round_budget_detail_and_a_profile_list_printed_once(tmp_path, out_dir):
             assert diagnostic[:60] in summary
         assert case["profile"]["proton"]["available"] is False
     promoted = run.experiment("r001-c000")["evaluations"]
-    assert [e["label"] for e in promoted] == ["incumbent", "candidate", "incumbent"]
+    assert [e["label"] for e in promoted] == ["candidate", "incumbent", "candidate"]  # triage: the candidate first
     assert all(case["profile"] is None for e in promoted for case in e["cases"])
 
 
@@ -108,7 +108,9 @@ def test_failed_revalidation_names_the_gate(tmp_path, out_dir):
         "LATENCY", prelude=(f"import os\nMARKER = {str(marker)!r}\nLATENCY = 300.0 if os.path.exists(MARKER) else 40.0\n"
                             "if not os.path.exists(MARKER):\n    open(MARKER, 'w').close()\n"))
     replay = write_candidates(tmp_path / "cands", [flaky])
-    run = run_cli(*synthetic_args(out_dir, "--provider", "replay", "--replay-dir", replay, "--isolation", "off"))
+    # A/B/A: with triage's B/A/B the gate itself would time the flaky candidate twice and reject it
+    run = run_cli(*synthetic_args(out_dir, "--provider", "replay", "--replay-dir", replay, "--isolation", "off",
+                                  "--no-triage"))
     assert run.returncode == 2, run.stderr
     result = run.result
     assert result["stopping_reason"] == "finalist_revalidation_failed"

@@ -158,10 +158,11 @@ def kill_and_resume(tmp: Path, kind: str, lines: int, reference: dict) -> None:
         assert git(repo, "status", "--porcelain") == ""
 
 
-# journal lines of the replay run: 1 run_started, 2 commit_prepared, 3 baseline, 4-8 r001-c000 (7: its profile
-# after the verdict, 8: promoted), 9 its commit, ..., the promotions' commit events, rounds_ended, the finalist's runs
+# journal lines of the replay run: 1 run_started, 2 commit_prepared, 3 baseline, 4-7 r001-c000 (its runs
+# candidate first, then promoted), 8 its commit, 9-10 r001-c001 (rejected on its first run), 11-15 r002-c000 and
+# its commit, 16 the duplicate, 17-21 r003-c000, 22 rounds_ended, 23-25 the finalist's runs, 26 run_finished
 REPLAY_POINTS = [3, 7, 8, 14, 24]
-REPLAY_SLOW_POINTS = [1, 2, 5, 9, 11, 17, 20, 22, 26]
+REPLAY_SLOW_POINTS = [1, 2, 5, 9, 11, 17, 20, 22, 25]
 TUNE_POINTS = [2, 6, 12]
 TUNE_SLOW_POINTS = [1, 4, 8, 10, 15]
 

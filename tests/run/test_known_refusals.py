@@ -115,7 +115,7 @@ def test_a_resumed_run_refuses_what_its_records_and_screenings_refused(tmp_path)
     budget = Budget(max_rounds=3, candidates_per_round=1, max_total_seconds=3600)
 
     def dies_in_round_two(request: Request, cases):
-        if request.experiment_id == "r002-c000" and request.tag == "2-incumbent":
+        if request.experiment_id == "r002-c000" and request.tag == "1-incumbent":
             (tmp_path / "out" / "screening.jsonl").write_text(json.dumps({
                 "screen_id": "s001", "variant": "v03", "label": "BLOCK 64", "status": "build_failed",
                 "reason": "compile ahead: shared memory", "normalized_sha256": normalized_digest(screened_broken)})

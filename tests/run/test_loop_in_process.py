@@ -49,14 +49,15 @@ def test_promotes_faster_rejects_incorrect_and_duplicate(tmp_path):
     assert "incorrect" in run.experiment("r001-c001").decision.reason
     assert "duplicate of r001-c000" in run.experiment("r002-c000").decision.reason
     promoted = run.experiment("r001-c000")
-    assert [e.label for e in promoted.evaluations] == ["incumbent", "candidate", "incumbent"]
+    # triage: a candidate is measured first (B/A/B); the finalist is revalidated A/B/A
+    assert [e.label for e in promoted.evaluations] == ["candidate", "incumbent", "candidate"]
     assert promoted.statistics["passes"] is True and promoted.statistics["between_run_noise"]["dof"] >= 0
-    # the workers the run asked for, in order: the incorrect candidate's incumbent run after it is skipped, and
-    # no profile worker (no profiler measured the synthetic baseline, so there is nothing to judge one against)
+    # the workers the run asked for, in order: the incorrect candidate's first run ends its measuring, and no
+    # profile worker (no profiler measured the synthetic baseline, so there is nothing to judge one against)
     assert [(r.experiment_id, r.tag) for r in run.evaluator.requests] == [
-        ("baseline", "baseline"), ("r001-c000", "0-incumbent"), ("r001-c000", "1-candidate"),
-        ("r001-c000", "2-incumbent"), ("r001-c001", "0-incumbent"),
-        ("r001-c001", "1-candidate"), ("final", "0-incumbent"), ("final", "1-final"), ("final", "2-incumbent")]
+        ("baseline", "baseline"), ("r001-c000", "0-candidate"), ("r001-c000", "1-incumbent"),
+        ("r001-c000", "2-candidate"), ("r001-c001", "0-candidate"),
+        ("final", "0-incumbent"), ("final", "1-final"), ("final", "2-incumbent")]
     assert (run.output_dir / "best_kernel.py").read_text() == FASTER
     assert json.loads((run.output_dir / "experiments/r001-c000/result.json").read_text())["experiment_id"] == "r001-c000"
     assert "r001-c000 status=promoted" in (run.output_dir / "live.log").read_text()
@@ -123,7 +124,7 @@ def test_the_loop_fed_a_recorded_run_decides_as_simulate_does(tmp_path, name, ma
         tmp_path / "bundle", tmp_path / "out", RecordedProvider(records.experiments), recorded(records.experiments),
         budget=recorded_budget.model_copy(update={"max_total_seconds": 1e6, "max_case_regression": max_case_regression}),
         profile=manifest["profile"], schedule=manifest["schedule"], confirm_pairs=manifest["confirm_pairs"],
-        test_seed=lambda experiment_id: seeds[experiment_id] or 0)
+        triage=manifest.get("triage", False), test_seed=lambda experiment_id: seeds[experiment_id] or 0)
     compared = []
     for row in replay.experiments:  # until the replay judges runs the loop did not make
         if row.after_divergence:
@@ -137,3 +138,35 @@ def test_the_loop_fed_a_recorded_run_decides_as_simulate_does(tmp_path, name, ma
         assert first_difference(row.simulated, decided) is None, (row.experiment_id, row.simulated, decided)
         assert decided.lower_bound == row.simulated.lower_bound and decided.learned_sd == row.simulated.learned_sd
     assert len(compared) == len(replay.experiments) or name == "softmax_tune"
+
+
+def test_triage_rejects_a_slower_candidate_on_one_run_and_simulate_replays_the_run_exactly(tmp_path):
+    """With triage (the default) a candidate is measured first: the slower one is rejected on that one run, the
+    faster one measured candidate/incumbent/candidate and promoted. `simulate` on the run's records, with the
+    run.json that says it triaged, takes the same decisions; told the run did not triage, it names the records it
+    cannot replay instead of deciding them on runs that never happened."""
+    slightly_slower = synthetic_kernel(101.0)  # within triage's margin: measured in full, rejected
+    run = run_in_process(SYNTHETIC, tmp_path / "out", replay(tmp_path, [SLOWER, slightly_slower, FASTER]),
+                         synthetic(), budget=Budget(max_rounds=3, candidates_per_round=1, max_total_seconds=3600))
+    assert run.decisions() == {"baseline": "baseline", "r001-c000": "rejected", "r002-c000": "rejected",
+                               "r003-c000": "promoted", "final": "revalidated"}
+    triaged = run.experiment("r001-c000")
+    assert [e.label for e in triaged.evaluations] == ["candidate"]
+    assert triaged.decision.gates == {"correct": True, "speedup": False, "case_regression": False, "triage": False}
+    assert triaged.statistics["triage"]["slower_cases"] == ["small", "large"]
+    assert "between_run_noise" in triaged.statistics
+    assert triaged.aggregate_speedup == pytest.approx(100.0 / 150.0, rel=0.02)
+    assert [e.label for e in run.experiment("r002-c000").evaluations] == ["candidate", "incumbent", "candidate"]
+    assert "triage" not in run.experiment("r002-c000").decision.gates
+    assert [(r.experiment_id, r.tag) for r in run.evaluator.requests][:3] == [
+        ("baseline", "baseline"), ("r001-c000", "0-candidate"), ("r002-c000", "0-candidate")]
+    assert 'r001-c000 status=triaged reason="triaged on its first run' in (run.output_dir / "live.log").read_text()
+
+    records = load_records(run.output_dir)
+    assert records.settings.triage is True
+    replayed = simulate_run(records.experiments, records.cases, settings=records.settings)
+    assert replayed.all_match, [(row.experiment_id, row.first_difference, row.notes) for row in replayed.experiments]
+    untriaged = simulate_run(records.experiments, records.cases,
+                             settings=records.settings.model_copy(update={"triage": False}))
+    assert not untriaged.all_match
+    assert any("not decided again" in note for row in untriaged.experiments for note in row.notes)
