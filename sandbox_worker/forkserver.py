@@ -41,6 +41,8 @@ PARENT_VARIABLE = "TLX_FORKSERVER_PARENT"  # the orchestrator's pid, to catch it
 # Padding in the server's own environment: the bytes /proc/<pid>/environ shows are the block the process was
 # started with, and a forked worker rewrites that block in place with its own environment (`_show_environment`).
 ROOM_VARIABLE = "TLX_FORKSERVER_ENVIRON_ROOM"
+# "1": also warm torch's Python dispatch (a GPU run's candidate processes record through it; judged/recording.py)
+WARM_DISPATCH_VARIABLE = "TLX_FORKSERVER_WARM_DISPATCH"
 PRELOADED = ("torch", "triton", "triton.language", "sandbox_worker.server", "sandbox_worker.profiling")
 PASSED_FDS = 3  # protocol, stdout, stderr
 WORKER_PROTOCOL_FD = 3
@@ -59,11 +61,12 @@ def main() -> int:
     _die_with_parent()
     started = time.perf_counter()
     preloaded, missing = _preload()
+    warmed = _warm_dispatch(missing) if os.environ.pop(WARM_DISPATCH_VARIABLE, "") == "1" else None
     _quiesce_threads()
     ready: dict[str, Any] = {
         "kind": "ready", "pid": os.getpid(), "preloaded": preloaded, "missing": missing,
-        "import_seconds": time.perf_counter() - started, "environ_room": _environ_room(),
-        "cuda_initialized": _cuda_initialized(), "problem": _fork_problem(),
+        "import_seconds": time.perf_counter() - started, "dispatch_warm_seconds": warmed,
+        "environ_room": _environ_room(), "cuda_initialized": _cuda_initialized(), "problem": _fork_problem(),
     }
     if not _send(control, ready) or ready["problem"]:
         return 1
@@ -127,6 +130,18 @@ def _preload() -> tuple[list[str], dict[str, str]]:
         else:
             preloaded.append(name)
     return preloaded, missing
+
+
+def _warm_dispatch(missing: dict[str, str]) -> float | None:
+    """sandbox_worker.judged.recording.warm_dispatch_mode, its seconds; a failure is named in `missing` (a
+    candidate process then pays the imports itself, as before)."""
+    try:
+        from sandbox_worker.judged.recording import warm_dispatch_mode
+
+        return warm_dispatch_mode()
+    except Exception as exc:  # noqa: BLE001 - reported in `ready`; the server still serves
+        missing["torch dispatch warm-up"] = f"{type(exc).__name__}: {exc}"[:300]
+        return None
 
 
 def _quiesce_threads() -> None:

@@ -45,6 +45,7 @@ from sandbox_worker.forkserver import (
     MAX_MESSAGE_BYTES,
     PARENT_VARIABLE,
     ROOM_VARIABLE,
+    WARM_DISPATCH_VARIABLE,
     WORKER_PROTOCOL_FD,
     environment_block,
 )
@@ -79,6 +80,7 @@ class ServerReady(_Message):
     preloaded: list[str]
     missing: dict[str, str]
     import_seconds: float
+    dispatch_warm_seconds: float | None = None  # torch's Python dispatch warmed (GPU runs), its seconds
     environ_room: int
     cuda_initialized: bool
     problem: str | None
@@ -213,9 +215,12 @@ class ForkServer:
 
     @classmethod
     def start(cls, *, python: str, parent_env: Mapping[str, str], target_environment: Mapping[str, str] | None,
-              scratch: Path, log_path: Path | None) -> ForkServer:
-        """Start `python -s -m sandbox_worker.forkserver` in a session of its own; OSError if it cannot be."""
+              scratch: Path, log_path: Path | None, warm_dispatch: bool = False) -> ForkServer:
+        """Start `python -s -m sandbox_worker.forkserver` in a session of its own; OSError if it cannot be.
+        `warm_dispatch`: the server also warms torch's Python dispatch before it forks (GPU runs)."""
         env = server_environment(parent_env, target_environment, scratch)
+        if warm_dispatch:
+            env[WARM_DISPATCH_VARIABLE] = "1"
         log = log_path.open("ab") if log_path is not None else None
         try:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -238,6 +243,7 @@ class ForkServer:
     def statistics(self) -> dict[str, Any]:
         return {"pid": self.popen.pid, "broken": self.broken, "live_workers": len(self._live),
                 "import_seconds": self.ready.import_seconds if self.ready else None,
+                "dispatch_warm_seconds": self.ready.dispatch_warm_seconds if self.ready else None,
                 "preloaded": len(self.ready.preloaded) if self.ready else 0,
                 "missing": dict(self.ready.missing) if self.ready else {}}
 
@@ -494,7 +500,8 @@ async def make_spawner(kind: Literal["fresh", "forkserver"], *, parent_env: Mapp
     """The run's spawner. "fresh": a new interpreter per worker. "forkserver": workers forked by a fork server
     that lives as long as this context (`scratch` holds its HOME/TMPDIR, `log_path` its output).
     `triton_seed` (GPU targets): each worker's Triton cache starts with Triton's CUDA driver module, built once
-    here (orchestrator/worker/triton_seed.py)."""
+    here (orchestrator/worker/triton_seed.py), and the fork server warms torch's Python dispatch, which each
+    candidate process records through (sandbox_worker/judged/recording.py `warm_dispatch_mode`)."""
     seed = None
     if triton_seed:
         built = await build_seed(python, parent_env, scratch.with_name(scratch.name + "-triton-seed"))
@@ -510,7 +517,7 @@ async def make_spawner(kind: Literal["fresh", "forkserver"], *, parent_env: Mapp
         return
     try:
         server = ForkServer.start(python=python, parent_env=parent_env, target_environment=target_environment,
-                                  scratch=scratch, log_path=log_path)
+                                  scratch=scratch, log_path=log_path, warm_dispatch=triton_seed)
     except OSError as exc:
         spawner = ForkServerSpawner(None, python=python, notify=notify)
         spawner.fall_back(f"the fork server could not be started: {exc}")

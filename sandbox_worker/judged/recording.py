@@ -146,6 +146,27 @@ def _tensors(value: Any) -> Iterator[Any]:
             yield from _tensors(item)
 
 
+def warm_dispatch_mode() -> float:
+    """Enter a TorchDispatchMode once, on a CPU tensor, and return the seconds it took.
+
+    Why: torch's first dispatch through a Python mode imports about 900 modules (torch._dynamo, sympy,
+    torch.distributed...): 2.4 s on a CPU here, and 2.3 s of every GPU worker's verify on the H200, paid by
+    each candidate process in its first recorded call (`_recording`). Done once in a trusted process before
+    it forks (the run's fork server, a judged worker before it forks its candidate process), every process
+    forked after it starts with those modules imported. It never initialises CUDA and starts no thread."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    started = time.perf_counter()
+    with PassThrough():
+        torch.zeros(1).add_(1)
+    return time.perf_counter() - started
+
+
 @contextlib.contextmanager
 def _recording(recorder: _Recorder) -> Iterator[None]:
     """Patch Triton's launch path and watch torch's dispatcher for the duration of one call."""
