@@ -4,6 +4,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+fi
+# the wheels an earlier command installed serve a copy of the tree without .whl too (a background run's)
+if [ -d /tmp/site ]; then
   export PYTHONPATH="/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}"
 else
   export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"

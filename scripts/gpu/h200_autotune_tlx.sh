@@ -127,8 +127,9 @@ for choice in auto.get("choices", []):
           f"{choice['seconds']:.0f} s)")
 for which in ("untouched_first_call", "winner_first_call"):
     first = auto.get(which)
+    unmeasured = auto.get(f"{which}_unmeasured") or "none"  # e.g. longer than its measurement's limit
     print(f"  {which}: " + (f"{first['seconds']:.2f} s (load {first['import_seconds']:.2f} s, call "
-                            f"{first['call_seconds']:.2f} s, autotuned {first['autotuned']})" if first else "none"))
+                            f"{first['call_seconds']:.2f} s, autotuned {first['autotuned']})" if first else unmeasured))
 for e in r["experiments"]:
     d = e.get("decision") or {}
     print(f"  {e['experiment_id']:<10} {d.get('status')} {d.get('reason', '')[:160]}")
