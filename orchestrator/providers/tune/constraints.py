@@ -86,6 +86,7 @@ class KernelFacts:
     # kinds a style read from what a constexpr does in the body rather than from its name (TLX: `BM` shapes
     # a shared-memory buffer, so it is a tile; `NUM_BUFFERS` counts buffers), by name
     named_kinds: tuple[tuple[str, str], ...] = ()
+    reads: frozenset[str] = frozenset()  # every name the body loads (a parameter it never reads changes nothing)
 
     def kind_of(self, name: str) -> str | None:
         """The kind of a launch parameter of this kernel: what a style read it does, else what `domains`
@@ -228,7 +229,9 @@ def kernel_facts(tree: ast.Module) -> dict[str, KernelFacts]:
             constraints=tuple(c for found, _ in per_size.values() for c in found) + tuple(_static_asserts(function,
                                                                                                        constexprs)),
             program_axes=frozenset(_axis(node) for node in _own_nodes(function) if _is_call(node, "program_id")),
-            strided_axes=frozenset(_strided_axes(function, parameters)))
+            strided_axes=frozenset(_strided_axes(function, parameters)),
+            reads=frozenset(node.id for statement in function.body for node in ast.walk(statement)
+                            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)))
     return facts
 
 

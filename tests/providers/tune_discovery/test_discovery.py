@@ -376,3 +376,37 @@ def test_a_comprehension_over_itertools_product_follows_each_factor_that_is_a_li
         loops, "    for (BM, BN), s, w in itertools.product([(16, 16), (32, 16)], STAGE_CHOICES, [1, 2])\\\n")
     names = sorted((site.name, site.value) for site in by_key(paired).values() if site.site == "config")
     assert names == [("num_warps", 1), ("num_warps", 2)]
+
+
+NEVER_READ = '''
+import triton
+import triton.language as tl
+
+
+def set_hooked(nargs):
+    nargs["out"].fill_(nargs["HOOKED_BLOCK"] * 0)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 64, "UNUSED_BLOCK": 32, "HOOKED_BLOCK": 16}, num_warps=4,
+                                        pre_hook=set_hooked)], key=["n"])
+@triton.jit
+def copy_kernel(x, out, n, BLOCK_SIZE: tl.constexpr, UNUSED_BLOCK: tl.constexpr, HOOKED_BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out + offsets, tl.load(x + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def copy(x, out):
+    copy_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, out, x.numel())
+    return out
+'''
+
+
+def test_a_config_entry_the_kernel_never_reads_is_left_as_written_with_the_reason():
+    """A value nothing reads changes nothing that runs (fbtriton's warp-specialized GEMM carries NUM_MMA_WARPS
+    so, its tasks' warps written as literals): a search slot spent on it is wasted. An entry a hook reads by its
+    string stays a knob."""
+    sites = by_key(NEVER_READ)
+    unused = sites["config:copy_kernel.UNUSED_BLOCK#0"]
+    assert unused.edits == () and unused.note.startswith("UNUSED_BLOCK is a parameter of copy_kernel that its body "
+                                                         "never reads, and no other code of the file names it")
+    assert sites["config:copy_kernel.BLOCK_SIZE#0"].edits and sites["config:copy_kernel.HOOKED_BLOCK#0"].edits

@@ -253,6 +253,10 @@ def test_a_pinned_list_is_written_as_its_choice_and_that_configuration_is_tuned(
                {"BM": 128, "BN": 256, "BK": 64, "GROUP_SIZE_M": 8, "NUM_STAGES": 3}.items()) >= 1  # a move of it
     assert f"{WS_KERNEL}'s autotune list written as the one configuration its autotune chose for " \
            f"{heavy.case_id}, {light.case_id}" in proposal.metadata.change
+    # NUM_MMA_WARPS, written out now, is read by nothing (the consumer tasks' warps are literals): no knob
+    assert f"config:{WS_KERNEL}.NUM_MMA_WARPS#0" in left_alone(proposal.source)
+    assert not any("NUM_MMA_WARPS" in knob.key for knob in tunable_knobs(proposal.source))
+
     def around(source: str, opening: str) -> tuple[str, str]:
         return source[:source.index(opening)], source[source.index(f"@triton.jit\ndef {WS_KERNEL}"):]
 

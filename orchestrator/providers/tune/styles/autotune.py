@@ -6,6 +6,8 @@ comprehension's literal list) is a knob of its own, and the key is read, never e
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from orchestrator.providers.tune.constraints import Constraint, KernelFacts
@@ -123,7 +125,7 @@ def _autotune_configs(scan: Scan, kernel: str, configs: cst.BaseExpression, fact
                 kind = facts.kind_of(name) if facts else literal_kind(name, False)
                 if kind is not None and value is not None:
                     scan.record(Found(ENTRY.site, name, kind, item.value, None, kernel, scope_name=kernel,
-                                  group=id(call)))
+                                      group=id(call), pinned=never_read(scan, facts, name)))
         for argument in call.args:
             option = argument.keyword.value if argument.keyword else ""
             if option in LAUNCH_OPTIONS:
@@ -134,6 +136,37 @@ def _autotune_configs(scan: Scan, kernel: str, configs: cst.BaseExpression, fact
         entries.append(AutotuneConfig.of(kwargs, **options))
     scan.record(Found(LIST.site, "configs", "configs", listed, None, kernel, scope_name=kernel,
                         note=f"{len(entries)} triton.Config entries", configs=tuple(entries)))
+
+
+def never_read(scan: Scan, facts: KernelFacts | None, name: str) -> str:
+    """Why a config entry is no knob: the kernel takes `name` and its body never reads it, and no other code of
+    the file names it (a hook's `nargs["BM"]`, a prune's `kwargs["BM"]`, a heuristic's `args["BM"]`), so no value
+    there changes what runs; "" where something reads it, or the kernel is not one the file defines."""
+    if facts is None or name not in facts.parameters or name in facts.reads:
+        return ""
+    if name in named_outside_configs(scan):
+        return ""
+    return (f"{name} is a parameter of {facts.name} that its body never reads, and no other code of the file "
+            "names it: a value there changes nothing that runs; left as written")
+
+
+def named_outside_configs(scan: Scan) -> frozenset[str]:
+    """Every string constant of the file but the keys of a `triton.Config` dict (read once per scan)."""
+    found = scan.readings.get("named_outside_configs")
+    if found is None:
+        keys = {id(key) for node in ast.walk(scan.tree) if isinstance(node, ast.Call) and _config_call(node)
+                for argument in node.args[:1] if isinstance(argument, ast.Dict)
+                for key in argument.keys if key is not None}
+        found = frozenset(node.value for node in ast.walk(scan.tree)
+                          if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in keys)
+        scan.readings["named_outside_configs"] = found
+    return found
+
+
+def _config_call(node: ast.Call) -> bool:
+    function = node.func
+    return (function.attr if isinstance(function, ast.Attribute) else
+            function.id if isinstance(function, ast.Name) else "") == "Config"
 
 
 def _comprehension_configs(scan: Scan, kernel: str, comprehension: cst.ListComp, facts: KernelFacts | None) -> None:
