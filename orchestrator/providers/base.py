@@ -64,6 +64,8 @@ class ProposalContext:
     screener: Screener | None = None  # where the run screens families of variants (the tuner's joint search)
     infeasible: InfeasibleRecords | None = None  # configs compile ahead found over the target's limits
     min_speedup: float = 1.0  # the promotion gate's threshold (Budget.min_speedup): a smaller gain is not promoted
+    # the gate's per-case bar (Budget.max_case_regression): a protected case slower than 1 - this is not promoted
+    max_case_regression: float = 1.0
     # this slot's proposals the run refused before any worker, as already refused (orchestrator/run/refusals.py):
     # the provider is asked again and should propose something else
     refused: tuple[RefusedProposal, ...] = ()

@@ -367,6 +367,7 @@ class OptimizationRun:
             deadline_seconds=max(1.0, min(self.config.budget.max_candidate_seconds, deadline - trio.current_time())),
             screener=self.screener, infeasible=self.screener.store if self.screener is not None else None,
             min_speedup=self.config.budget.min_speedup,
+            max_case_regression=self.config.budget.max_case_regression,
             refused=tuple(refused),
             autotune_choices=tuple(self.config.autotune.choices) if self.config.autotune else ())
 

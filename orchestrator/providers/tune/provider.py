@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from orchestrator.autotune.detect import autotuned_kernels
 from orchestrator.compile_ahead.ahead import remembered_in_source
+from orchestrator.decision.gates import TRIAGE_MARGIN
 from orchestrator.providers.base import Proposal, ProposalContext, ProviderExhausted
 from orchestrator.providers.bottleneck import classify_bottleneck
 from orchestrator.providers.contract import validate_proposal
@@ -24,7 +25,7 @@ from orchestrator.providers.tune.policy import (
     rank_moves,
     source_digests,
 )
-from orchestrator.providers.tune.search import FamilySearch, family_size_for, triton_names
+from orchestrator.providers.tune.search import FamilySearch, family_size_for, interpreted, triton_names
 from protocol.results import ExperimentRecord
 
 
@@ -39,6 +40,7 @@ class TuneProvider:
         self._search = FamilySearch()
 
     async def propose(self, context: ProposalContext) -> Proposal:
+        self._search.case_limits = case_limits(context)
         context, written, pinned = self._one_configuration(context)
         found = tunable_knobs(context.incumbent_source)
         knobs = [knob for knob in found if not pinned_entry(knob, pinned)]
@@ -172,6 +174,17 @@ def named_configuration(knobs: list, configuration: tuple[tuple[str, int], ...])
     """A configuration by the names compile ahead and the infeasible store know (`Proposal.configuration`)."""
     names = triton_names(knobs)
     return {names.get(key, key): int(value) for key, value in configuration}
+
+
+def case_limits(context: ProposalContext) -> dict[str, float]:
+    """Per protected case, the largest time ratio to the control a screened configuration may show and still go
+    to the gate: slower than `1 - max_case_regression` by more than triage's margin, the gate rejects it on its
+    first run (orchestrator/decision/gates.py `triage`). On a GPU only: an interpreted screening's timings
+    scatter by more than that margin, and the gate, which learns the run's noise, is the better judge there."""
+    bar = (1.0 - context.max_case_regression) * (1.0 - TRIAGE_MARGIN)
+    if bar <= 0 or interpreted(dict(context.target.environment), context.target.backend):
+        return {}
+    return {case.case_id: 1.0 / bar for case in context.cases if case.protected}
 
 
 def _gate_gain(context: ProposalContext) -> float:

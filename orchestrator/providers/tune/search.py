@@ -90,6 +90,14 @@ class FamilySearch:
     # to that incumbent in the same worker, None when it failed to build or verify there
     moves_timed: dict[tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], float | None] = field(
         default_factory=dict)
+    # protected case -> the largest time ratio to the control a configuration may screen at and still go to the
+    # gate (`case_limits`): one slower than that the gate's triage rejects on its first run
+    case_limits: dict[str, float] = field(default_factory=dict)
+
+    def slows_a_protected_case(self, medians: dict[str, float], control: dict[str, float]) -> bool:
+        """Whether a configuration screened slower on a protected case than the gate could accept."""
+        return any(case in medians and control.get(case, 0.0) > 0 and medians[case] / control[case] > limit
+                   for case, limit in self.case_limits.items())
 
     @property
     def spent(self) -> bool:
@@ -207,7 +215,7 @@ class FamilySearch:
                                 screen_label=result.label, medians_us=dict(result.variant.medians_us),
                                 control_medians_us=dict(control), family_size=len(results), ok_count=ok_count)
             self.measured.setdefault(incumbent, []).append(screened)
-            if relative <= 1 - MIN_SCREEN_GAIN:
+            if relative <= 1 - MIN_SCREEN_GAIN and not self.slows_a_protected_case(screened.medians_us, control):
                 faster.append(screened)
         faster.sort(key=lambda s: s.relative)
         table = self._table(knobs, source, configs, results, control, weights, base, excluded) if observe else None
@@ -241,7 +249,8 @@ class FamilySearch:
         for screened in sorted(self.measured.get(incumbent, ()), key=lambda s: s.relative):
             if screened.relative > 1 - min_gain:
                 return None
-            if screened.config in self.proposed or excluded(screened.source):
+            if screened.config in self.proposed or excluded(screened.source) or self.slows_a_protected_case(
+                    screened.medians_us, screened.control_medians_us):
                 continue
             self.proposed.add(screened.config)
             return screened
@@ -250,9 +259,15 @@ class FamilySearch:
     def measured_no_faster(self, knobs: list[Knob], configuration: tuple[tuple[str, int], ...], *,
                            min_gain: float) -> bool:
         """Whether screening timed `configuration` less than `min_gain` faster than the present incumbent (on
-        the chained scale of every family of this search), so the gate would not promote it."""
+        the chained scale of every family of this search), or beside it slower on a protected case than the gate
+        accepts, so the gate would not promote it."""
+        configuration = tuple(sorted(configuration))
+        if any(screened.config == configuration and self.slows_a_protected_case(screened.medians_us,
+                                                                                screened.control_medians_us)
+               for screened in self.measured.get(_config(knobs), ())):
+            return True
         current = self.values.get(_config(knobs))
-        value = self.values.get(tuple(sorted(configuration)))
+        value = self.values.get(configuration)
         return current is not None and value is not None and value > current * (1 - min_gain)
 
     async def screen_moves(self, knobs: list[Knob], source: str, screen: Screen,
@@ -274,6 +289,8 @@ class FamilySearch:
                 continue
             judged += 1
             relative = _relative(result.variant.medians_us, control, weights) if result.ok else None
+            if relative is not None and self.slows_a_protected_case(result.variant.medians_us, control):
+                relative = None  # the gate would reject it on a protected case: screened out as a broken one
             self.moves_timed[(incumbent, tuple(sorted(config)))] = relative
         return judged
 
@@ -385,6 +402,10 @@ def _relative(medians: dict[str, float], control: dict[str, float],
     return weighted_geomean(ratios, {case: (weights or {}).get(case, 1.0) for case in ratios}) or None
 
 
+def interpreted(target_environment: dict[str, str], backend: str) -> bool:
+    """Whether the target runs Triton's interpreter (CPU): its screenings time milliseconds to seconds, loosely."""
+    return target_environment.get("TRITON_INTERPRET") == "1" or backend.lower() == "cpu"
+
+
 def family_size_for(target_environment: dict[str, str], backend: str) -> int:
-    interpreted = target_environment.get("TRITON_INTERPRET") == "1" or backend.lower() == "cpu"
-    return FAMILY_SIZE_INTERPRETER if interpreted else FAMILY_SIZE_GPU
+    return FAMILY_SIZE_INTERPRETER if interpreted(target_environment, backend) else FAMILY_SIZE_GPU

@@ -306,3 +306,53 @@ def test_the_tuner_proposes_screened_gains_before_guesses_and_no_move_screening_
     for proposal in proposals[len(worth):]:
         values = knob_values(proposal.source)
         assert values in moves_screened and shallow_time(values) / control <= 1 - GATE_GAIN, values
+
+
+class TwoCases(Screens):
+    """Times the two cases of the providers' bundle: `large` (weight 2) as `modelled_time`, fastest at 8 warps;
+    `small` at 100 µs whatever the tiles, 130 µs with 8 or more warps. Such configurations screen faster overall
+    while they slow a protected case by 30 %."""
+
+    async def __call__(self, variants: list[tuple[str, str]]) -> list[Result]:
+        self.families.append([label for label, _ in variants])
+        self.screened.extend(knob_values(source) for _, source in variants)
+        results = []
+        for index, (label, source) in enumerate(variants):
+            values = knob_values(source)
+            large = modelled_time(values)
+            medians = None if large is None else {"large": large,
+                                                  "small": 130.0 if values["NUM_WARPS"] >= 8 else 100.0}
+            results.append(Result(label, source, ScreenedVariant(variant_id=f"v{index:02d}", status="ok",
+                                                                 medians_us=medians) if medians else
+                                  ScreenedVariant(variant_id=f"v{index:02d}", status="build_failed",
+                                                  reason="shared memory")))
+        return results
+
+
+def test_a_configuration_screened_slower_on_a_protected_case_than_the_gate_accepts_never_reaches_it():
+    """The H200 softmax tune of 2026-12-06: four gated candidates in a row had screened 1.037x faster overall
+    and 0.8x on a protected case, and the gate's triage rejected each on its first run. With the gate's per-case
+    bar known (max_case_regression), screening keeps them from the gate: from the joint search, from what a
+    spent search proposes, and from the single-knob moves."""
+
+    def proposals(max_case_regression: float) -> list[dict[str, int]]:
+        screens, provider, found, seen = TwoCases(), TuneProvider(), [], set()
+
+        async def main():
+            while len(found) < 20:
+                try:
+                    proposal = await provider.propose(context(
+                        KERNEL, excluded=frozenset(seen), screener=screens, min_speedup=1.01,
+                        max_case_regression=max_case_regression))
+                except ProviderExhausted:
+                    return
+                seen.update(source_digests(proposal.source))
+                found.append(knob_values(proposal.source))
+
+        trio.run(main)
+        return found
+
+    unbarred = proposals(1.0)  # the gate's per-case bar off: screening ranks on the aggregate alone
+    assert any(values["NUM_WARPS"] >= 8 for values in unbarred), unbarred
+    barred = proposals(0.02)
+    assert barred and not any(values["NUM_WARPS"] >= 8 for values in barred), barred
