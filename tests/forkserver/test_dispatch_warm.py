@@ -19,7 +19,7 @@ import trio
 
 from orchestrator.worker.forkserver import ForkServer, ForkServerSpawner
 from tests.conftest import SYNTHETIC, synthetic_kernel
-from tests.forkserver.workers import Bundle, start_to_ready, stop, worker_launch
+from tests.forkserver.workers import PASSING_HARNESS_FUNCTIONS, Bundle, start_to_ready, stop, worker_launch
 
 # The harness enters a dispatch mode once at import, as the candidate process's first recording does, and says
 # how long that took (worker setup imports the harness after every isolation layer).
@@ -40,15 +40,7 @@ TIMING_HARNESS = textwrap.dedent('''
         json.dump({"first_mode_seconds": time.perf_counter() - _started,
                    "threads": len(os.listdir("/proc/self/task"))}, out)
 
-    def build(kernel_source, target):
-        return {"success": True, "artifact": None}
-
-    def verify(artifact, case):
-        return True
-
-    def benchmark(artifact, case, repetitions):
-        return [1.0] * repetitions
-''')
+''') + PASSING_HARNESS_FUNCTIONS
 
 
 def timing_bundle(directory: Path) -> Bundle:

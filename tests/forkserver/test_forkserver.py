@@ -30,7 +30,14 @@ from protocol.bundle import load_cases_file, load_target_file
 from protocol.worker import IsolationConfig
 from tests.conftest import PROJECT_ROOT, SYNTHETIC, synthetic_kernel
 from tests.faults.corpus import processes_of_run
-from tests.forkserver.workers import Bundle, StartedWorker, start_to_ready, stop, worker_launch
+from tests.forkserver.workers import (
+    PASSING_HARNESS_FUNCTIONS,
+    Bundle,
+    StartedWorker,
+    start_to_ready,
+    stop,
+    worker_launch,
+)
 
 MARKER = "TRITON_FORKSERVER_TEST_MARKER"  # passes the worker allow-list; set only in the server's environment
 SERVER_ONLY = (MARKER, "TLX_FORKSERVER_ENVIRON_ROOM", "TLX_FORKSERVER_PARENT", "TLX_FORKSERVER_FD")
@@ -56,15 +63,7 @@ OBSERVER_HARNESS = textwrap.dedent('''
 
     _observe()
 
-    def build(kernel_source, target):
-        return {"success": True, "artifact": None}
-
-    def verify(artifact, case):
-        return True
-
-    def benchmark(artifact, case, repetitions):
-        return [1.0] * repetitions
-''')
+''') + PASSING_HARNESS_FUNCTIONS
 
 
 @dataclass

@@ -36,6 +36,7 @@ from protocol.worker import (
     SetupCommand,
     ShutdownCommand,
 )
+from tests.forkserver.workers import PASSING_HARNESS_FUNCTIONS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PRELUDE = textwrap.dedent("""
@@ -60,16 +61,7 @@ PRELUDE = textwrap.dedent("""
            proc=sorted(int(name) for name in os.listdir("/proc") if name.isdigit()))
 """)
 SPINNER = "while True: pass"
-HARNESS = """
-def build(kernel_source, target):
-    return {"success": True, "artifact": None}
-
-def verify(artifact, case):
-    return True
-
-def benchmark(artifact, case, repetitions):
-    return [1.0] * repetitions
-"""
+HARNESS = PASSING_HARNESS_FUNCTIONS
 
 
 def start(tmp_path: Path, snippet: str, args: dict[str, Any] | None = None,
