@@ -10,6 +10,7 @@ test says the gain is above the noise, and no profile veto applies.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,14 @@ from orchestrator.decision.bootstrap import PromotionTest, promotion_test
 from orchestrator.decision.noise import BetweenRunNoise
 from orchestrator.decision.statistics import weighted_geomean
 from protocol.bundle import Budget, Case
-from protocol.results import CaseComparison, Decision, DecisionStatus, Evaluation, EvaluationStatus
+from protocol.results import (
+    CaseComparison,
+    CaseMeasurement,
+    Decision,
+    DecisionStatus,
+    Evaluation,
+    EvaluationStatus,
+)
 
 
 @dataclass(frozen=True)
@@ -214,17 +222,23 @@ def decide(
 # between the incumbent's last run and the candidate's (0.8 % was seen between processes on the H200) stays
 # well inside it, so a candidate the full schedule could promote is not thrown out on one run.
 TRIAGE_MARGIN = 0.03
-TRIAGE_NOISE_SDS = 4.0  # a case's learnt between-run sd, this many times, widens its margin past TRIAGE_MARGIN
+# each case's margin is at least this many times what is known of its scatter: the learnt between-run sd, and
+# the standard error of the candidate run's median (1.2533 sd / sqrt(n): wide under the interpreter, where one
+# run's median can be off by several percent before the run has learnt anything)
+TRIAGE_NOISE_SDS = 4.0
 TRIAGE_GATE = "triage"
 
 
-def triage_margin(noise: BetweenRunNoise, case_id: str | None = None) -> float:
-    """How much slower than the bar a triaged candidate must measure to be rejected: TRIAGE_MARGIN, or more for a
-    noisy case (`case_id` None: the noisiest case's)."""
-    sd = noise.by_case.get(case_id) if case_id is not None else None
-    if sd is None:
-        sd = noise.learned_sd if noise.learned_sd is not None else noise.floor
-    return max(TRIAGE_MARGIN, TRIAGE_NOISE_SDS * max(sd, noise.floor))
+def triage_margin(noise: BetweenRunNoise, case_id: str, measured: CaseMeasurement | None = None) -> float:
+    """How much slower than its bar a triaged candidate's case must measure to count: TRIAGE_MARGIN, or more for
+    a case whose learnt between-run sd, or whose run's own scatter, is wide."""
+    between = noise.by_case.get(case_id)
+    if between is None:
+        between = noise.learned_sd if noise.learned_sd is not None else noise.floor
+    within = 0.0
+    if measured is not None and measured.stats is not None and measured.stats.n > 0:
+        within = 1.2533 * measured.stats.cv / math.sqrt(measured.stats.n)
+    return max(TRIAGE_MARGIN, TRIAGE_NOISE_SDS * math.hypot(max(between, noise.floor), within))
 
 
 def triage(cases: Sequence[Case], candidate: Evaluation, last_incumbent_run: dict[str, float], budget: Budget,
@@ -232,25 +246,27 @@ def triage(cases: Sequence[Case], candidate: Evaluation, last_incumbent_run: dic
     """The verdict on a candidate's first run against the incumbent's last run in this run (case id -> median),
     when that run alone rejects it; None when it could still be promoted and the full schedule must measure it.
 
-    Rejects only what the full schedule would: the weighted speedup below `min_speedup`, or a protected case
-    below `1 - max_case_regression`, each by more than its margin (`triage_margin`). A failed or incomplete run,
-    or a case the incumbent's last run lacks, is left to the schedule. Triage never promotes: a candidate it
-    lets through is measured side by side as any other."""
+    Rejects only what the full schedule would: the weighted speedup below `min_speedup` by more than the widest
+    case margin, or a protected case below `1 - max_case_regression` by more than its own (`triage_margin`). A
+    failed or incomplete run, or a case the incumbent's last run lacks, is left to the schedule. Triage never
+    promotes: a candidate it lets through is measured side by side as any other."""
     if candidate.status is not EvaluationStatus.OK:
         return None
-    comparisons = []
+    comparisons, margins = [], {}
     for case in cases:
         measured = candidate.case(case.case_id)
         incumbent = last_incumbent_run.get(case.case_id)
         if measured is None or measured.stats is None or not measured.correct or not incumbent:
             return None
+        margins[case.case_id] = triage_margin(noise, case.case_id, measured)
         comparisons.append(CaseComparison(
             case_id=case.case_id, incumbent_median_us=incumbent, candidate_median_us=measured.stats.median,
             speedup=incumbent / measured.stats.median, candidate_cv=measured.stats.cv, incumbent_cv=None,
             correct=True))
     aggregate = aggregate_speedup(cases, comparisons)
-    bar = budget.min_speedup * (1.0 - triage_margin(noise))
-    case_bars = {case.case_id: case_regression_threshold(budget) * (1.0 - triage_margin(noise, case.case_id))
+    margin = max(margins.values())
+    bar = budget.min_speedup * (1.0 - margin)
+    case_bars = {case.case_id: case_regression_threshold(budget) * (1.0 - margins[case.case_id])
                  for case in cases if case.protected}
     slowed = [row for row in comparisons
               if row.case_id in case_bars and row.speedup is not None and row.speedup < case_bars[row.case_id]]
@@ -259,7 +275,7 @@ def triage(cases: Sequence[Case], candidate: Evaluation, last_incumbent_run: dic
     reasons, gates = [], {"correct": True}
     if aggregate < bar:
         reasons.append(f"speedup {aggregate:.4f}x < {bar:.4f}x (the {budget.min_speedup:.4f}x threshold less a "
-                       f"{triage_margin(noise):.1%} margin)")
+                       f"{margin:.1%} margin)")
         gates["speedup"] = False
     if slowed:
         reasons.append("protected case slower: " + "; ".join(
@@ -267,7 +283,7 @@ def triage(cases: Sequence[Case], candidate: Evaluation, last_incumbent_run: dic
         gates["case_regression"] = False
     reason = (f"triaged on its first run against the incumbent's last run in this run: {', and '.join(reasons)}; "
               "the incumbent was not measured again")
-    figures = {"against": "the incumbent's last run in this run", "speedup_bar": bar,
+    figures = {"against": "the incumbent's last run in this run", "speedup_bar": bar, "margins": margins,
                "case_bars": case_bars, "slower_cases": [row.case_id for row in slowed]}
     return Verdict(Decision(status=DecisionStatus.REJECTED, reason=reason, gates={**gates, TRIAGE_GATE: False}),
                    comparisons, aggregate, None, triage=figures)
