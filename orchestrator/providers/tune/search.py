@@ -1,6 +1,8 @@
 """Joint search with screening: optuna's TPE proposes families of configurations over every knob at once,
 one screening worker ranks a family against the incumbent (its control, timed in the same worker first and last), and the
 fastest few go to the promotion gate one at a time.
+Long because: one search state (the study, what each incumbent's families measured, the moves screened, the
+limits learnt) that every way a configuration reaches the gate reads and extends.
 
 Why optuna: the grid's best matmul differs from the baseline in all six knobs, which one knob at a time
 climbs to slowly or not at all; TPE (a well-kept library's sampler) models the measured configurations
