@@ -417,6 +417,14 @@ def _describe_exit(popen: subprocess.Popen[bytes]) -> str:
 # ---- the spawner -----------------------------------------------------------------------------------------
 
 
+def ready_line(ready: ServerReady) -> str:
+    """The live log's line for the run's first forked worker: what the server paid once for every worker."""
+    warm = ("" if ready.dispatch_warm_seconds is None
+            else f" dispatch_warm_s={ready.dispatch_warm_seconds:.2f}")
+    return (f"worker start: forked by the fork server (pid {ready.pid}, imports_s={ready.import_seconds:.2f}"
+            f"{warm}), as every later worker is while it serves")
+
+
 class ForkServerSpawner:
     """Workers forked by the run's fork server; a fresh interpreter for a launch the server cannot serve, and
     for every launch once the server has failed (said once, through `notify`)."""
@@ -465,6 +473,8 @@ class ForkServerSpawner:
             except ForkServerError as exc:
                 self.fall_back(f"the fork server failed: {exc}")
             else:
+                if self.forked == 0 and self.notify is not None and self.server.ready is not None:
+                    self.notify(ready_line(self.server.ready))
                 self.forked += 1
                 return spawned
         self.fresh_started += 1

@@ -60,7 +60,7 @@ def test_a_warm_server_forks_workers_whose_first_dispatch_mode_costs_nothing(tmp
                                   scratch=tmp_path / "server", log_path=tmp_path / "server.log", warm_dispatch=True)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.serve)
-            spawner = ForkServerSpawner(server, python=sys.executable)
+            spawner = ForkServerSpawner(server, python=sys.executable, notify=found.setdefault("said", []).append)
             try:
                 assert await spawner.wait_ready(), spawner.statistics()
                 found["ready"] = server.ready
@@ -82,6 +82,8 @@ def test_a_warm_server_forks_workers_whose_first_dispatch_mode_costs_nothing(tmp
     assert found["server_threads"] == 1
     # the forked worker's own first mode: the imports are already there (a cold one takes over a second)
     assert found["worker"]["first_mode_seconds"] < 0.2, found["worker"]
+    # the run's live log says so once, at its first forked worker
+    assert len(found["said"]) == 1 and f"dispatch_warm_s={ready.dispatch_warm_seconds:.2f}" in found["said"][0]
 
 
 def test_a_server_not_asked_to_warm_leaves_dispatch_cold(tmp_path):
