@@ -72,3 +72,24 @@ def test_a_step_clock_adds_up_each_step_and_keeps_only_plausible_figures_from_th
     assert candidate_reported({"cuda": float("nan"), "warm_call": -1.0, "recorded_call": True}) == {}
     assert candidate_reported({"cuda": 1e9}) == {}
     assert candidate_reported("fast") == {} and candidate_reported(None) == {}
+
+
+def test_gate_cost_reads_a_recorded_run_and_counts_what_triage_rejected(capsys):
+    """scripts/gate_cost.py on the H200 matmul tune recorded with triage (docs/results): six gated candidates,
+    four rejected on their first run, a median gated experiment of one worker."""
+    import importlib.util
+
+    from tests.conftest import PROJECT_ROOT
+
+    spec = importlib.util.spec_from_file_location("gate_cost", PROJECT_ROOT / "scripts" / "gate_cost.py")
+    gate_cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gate_cost)
+    recorded = PROJECT_ROOT / "docs/results/2026-12-06-h200-triage-and-tlx-tunes/matmul_tune_result.json.gz"
+    row = gate_cost.row("matmul", gate_cost.load(recorded))
+    assert (row["gated"], row["triaged"], row["median_gated_workers"], row["workers"]) == (6, 4, 1, 15)
+    assert row["median_gated_wall_s"] < 10.0 and row["stopping_reason"] == "provider_exhausted"
+    # the first recording, before the fork server warmed torch's dispatch: 34.1 of 52.8 verify-seconds
+    assert 2.2 < row["first_recording_s_per_worker"] < 2.4 < row["verify_s_per_worker"]
+    assert gate_cost.main([str(recorded)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("| run | gated | triaged |") and "| 6 | 4 |" in printed[2]
