@@ -26,6 +26,9 @@ class DevicePeaks(BaseModel):
     # (tensor cores), float8, int8 (operations per second)
     flop_per_s: dict[str, float]
     source: str
+    # streaming multiprocessors (NVIDIA's architecture documentation per product): what a persistent kernel's
+    # wrapper reads from torch.cuda.get_device_properties, answered without a GPU by compile ahead
+    multiprocessors: int | None = None
 
     @property
     def highest_flop_per_s(self) -> float:
@@ -58,33 +61,33 @@ _BLACKWELL = "NVIDIA DGX B200 / HGX B200 datasheet (nvidia.com/en-us/data-center
 _ADA = "NVIDIA L40S / L4 datasheets (nvidia.com/en-us/data-center/l40s, /l4), dense figures"
 
 DEVICE_PEAKS: tuple[DevicePeaks, ...] = (
-    DevicePeaks(name="GH200", name_pattern=r"GH200", memory_bytes_per_s=4.9e12,
+    DevicePeaks(name="GH200", multiprocessors=132, name_pattern=r"GH200", memory_bytes_per_s=4.9e12,
                 flop_per_s=_HOPPER_SXM,
                 source="NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3e variant), dense figures"),
-    DevicePeaks(name="H200 NVL", name_pattern=r"H200\s*NVL", memory_bytes_per_s=4.8e12,
+    DevicePeaks(name="H200 NVL", multiprocessors=132, name_pattern=r"H200\s*NVL", memory_bytes_per_s=4.8e12,
                 flop_per_s=_HOPPER_NVL, source=_HOPPER),
-    DevicePeaks(name="H200 SXM", name_pattern=r"H200", memory_bytes_per_s=4.8e12,
+    DevicePeaks(name="H200 SXM", multiprocessors=132, name_pattern=r"H200", memory_bytes_per_s=4.8e12,
                 flop_per_s=_HOPPER_SXM, source=_HOPPER),
-    DevicePeaks(name="H100 NVL", name_pattern=r"H100\s*NVL", memory_bytes_per_s=3.9e12,
+    DevicePeaks(name="H100 NVL", multiprocessors=132, name_pattern=r"H100\s*NVL", memory_bytes_per_s=3.9e12,
                 flop_per_s=_HOPPER_NVL, source=_HOPPER),
-    DevicePeaks(name="H100 PCIe", name_pattern=r"H100\s*PCIe", memory_bytes_per_s=2.0e12,
+    DevicePeaks(name="H100 PCIe", multiprocessors=114, name_pattern=r"H100\s*PCIe", memory_bytes_per_s=2.0e12,
                 flop_per_s={"float64": 26e12, "float32": 51e12, "tfloat32": 378e12, "float16": 756e12,
                             "float8": 1_513e12, "int8": 1_513e12}, source=_HOPPER),
-    DevicePeaks(name="H100 SXM", name_pattern=r"H100", memory_bytes_per_s=3.35e12,
+    DevicePeaks(name="H100 SXM", multiprocessors=132, name_pattern=r"H100", memory_bytes_per_s=3.35e12,
                 flop_per_s=_HOPPER_SXM, source=_HOPPER),
-    DevicePeaks(name="B200", name_pattern=r"B200", memory_bytes_per_s=8.0e12,
+    DevicePeaks(name="B200", multiprocessors=148, name_pattern=r"B200", memory_bytes_per_s=8.0e12,
                 flop_per_s={"float64": 40e12, "float32": 80e12, "tfloat32": 1_100e12, "float16": 2_250e12,
                             "float8": 4_500e12, "int8": 4_500e12}, source=_BLACKWELL),
-    DevicePeaks(name="A100 80GB PCIe", name_pattern=r"A100.*80GB.*PCIe|A100.*PCIe.*80GB", memory_bytes_per_s=1.935e12,
+    DevicePeaks(name="A100 80GB PCIe", multiprocessors=108, name_pattern=r"A100.*80GB.*PCIe|A100.*PCIe.*80GB", memory_bytes_per_s=1.935e12,
                 flop_per_s=_AMPERE_FLOPS, source=_AMPERE),
-    DevicePeaks(name="A100 80GB SXM", name_pattern=r"A100.*80GB", memory_bytes_per_s=2.039e12,
+    DevicePeaks(name="A100 80GB SXM", multiprocessors=108, name_pattern=r"A100.*80GB", memory_bytes_per_s=2.039e12,
                 flop_per_s=_AMPERE_FLOPS, source=_AMPERE),
-    DevicePeaks(name="A100 40GB", name_pattern=r"A100", memory_bytes_per_s=1.555e12,
+    DevicePeaks(name="A100 40GB", multiprocessors=108, name_pattern=r"A100", memory_bytes_per_s=1.555e12,
                 flop_per_s=_AMPERE_FLOPS, source=_AMPERE),
-    DevicePeaks(name="L40S", name_pattern=r"L40S", memory_bytes_per_s=864e9,
+    DevicePeaks(name="L40S", multiprocessors=142, name_pattern=r"L40S", memory_bytes_per_s=864e9,
                 flop_per_s={"float32": 91.6e12, "tfloat32": 183e12, "float16": 362e12, "float8": 733e12,
                             "int8": 733e12}, source=_ADA),
-    DevicePeaks(name="L4", name_pattern=r"\bL4\b", memory_bytes_per_s=300e9,
+    DevicePeaks(name="L4", multiprocessors=58, name_pattern=r"\bL4\b", memory_bytes_per_s=300e9,
                 flop_per_s={"float32": 30.3e12, "tfloat32": 60e12, "float16": 121e12, "float8": 242e12,
                             "int8": 242e12}, source=_ADA),
 )

@@ -28,6 +28,7 @@ from orchestrator.compile_ahead.variants import (
     check_variant,
 )
 from protocol.bundle import Target
+from protocol.devices import peaks_for
 
 STORE_NAME = "infeasible_configs.jsonl"  # in the run's output directory
 
@@ -42,6 +43,14 @@ def compile_target_for(target: Target) -> CompileTarget | None:
         return None
     capability = spec.cuda_major * 10
     return CompileTarget(arch=capability) if capability in LIMITS else None
+
+
+def device_properties_for(target: Target) -> dict[str, int]:
+    """What compile ahead answers for the target's device where module code or a wrapper asks (`torch.cuda
+    .get_device_properties(...).multi_processor_count` for a persistent kernel's program count): the SM count of
+    the device target.json names (protocol/devices.py); {} for a device not listed, which stays unknown."""
+    peaks = peaks_for(target.device)
+    return {"multiprocessor_count": peaks.multiprocessors} if peaks and peaks.multiprocessors else {}
 
 
 async def check_ahead(source_path: Path, *, harness_path: Path, cases: list[dict[str, Any]], target: Target,
@@ -64,7 +73,8 @@ async def check_candidate(source_path: Path, *, harness_path: Path, cases: list[
     if compile_target is None:
         return None
     job = VariantJob(source_path=source_path, harness_path=harness_path, cases=cases, target=compile_target,
-                     python=python, environment=dict(target.environment))
+                     python=python, environment=dict(target.environment),
+                     device_properties=device_properties_for(target))
     return await check_variant(job, seconds=seconds, keep_kernels=keep_kernels, progress=progress)
 
 

@@ -230,6 +230,34 @@ def compile_config(kernel: Any, request: dict[str, Any], config: dict[str, Any])
             "log": clip(log), "resource_usage": clip(usage)}
 
 
+class TorchDeviceProperties:
+    """What `torch.cuda.get_device_properties` returns in a compile child: the target's figures. Any other
+    attribute raises RuntimeError, never AttributeError (which would call the variant broken): a question only a
+    GPU answers leaves the variant to a GPU worker, as without these figures."""
+
+    def __init__(self, figures: dict[str, Any]) -> None:
+        self.__dict__.update(figures)
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"torch.cuda.get_device_properties(...).{name} is not known to compile ahead, which runs "
+                           "without a GPU")
+
+
+def answer_device_queries(target: dict[str, Any], properties: dict[str, Any]) -> None:
+    """`torch.cuda.get_device_properties` answered from the target where its SM count is known (a persistent
+    kernel's wrapper or hook sizes its grid by `multi_processor_count`); without it torch raises as it would."""
+    count = properties.get("multiprocessor_count")
+    if not count:
+        return
+    import torch
+
+    arch = int(target["arch"])
+    figures = {"multi_processor_count": int(count), "major": arch // 10, "minor": arch % 10,
+               "name": f"compile ahead for sm_{arch}", "warp_size": int(target.get("warp_size", 32)),
+               "shared_memory_per_block_optin": properties.get("max_shared_mem")}
+    torch.cuda.get_device_properties = lambda device=None: TorchDeviceProperties(figures)
+
+
 def start_compile_only(request: dict[str, Any], events: Events) -> tuple[Any, dict[str, str]] | None:
     """Isolate this child, then make Triton compile for the request's target without a GPU: the compile-only
     driver (active) and the isolation statuses, or None (after a `refused` event) without network isolation."""

@@ -150,6 +150,7 @@ def main(argv: list[str]) -> int:
     import triton
 
     driver.get_active_torch_device = lambda: torch.device("cpu")  # a wrapper's own allocations stay on the host
+    child.answer_device_queries(request["target"], request["device_properties"])  # before the variant imports
     recorder = Recorder(events)
     compile_without_launching(recorder)
     try:

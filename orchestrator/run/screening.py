@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from orchestrator.compile_ahead.ahead import STORE_NAME, compile_target_for, remember_infeasible
+from orchestrator.compile_ahead.ahead import (
+    STORE_NAME,
+    compile_target_for,
+    device_properties_for,
+    remember_infeasible,
+)
 from orchestrator.compile_ahead.feasibility import Verdict
 from orchestrator.compile_ahead.store import InfeasibleStore
 from orchestrator.compile_ahead.variants import VariantCheck, VariantJob, check_variants
@@ -174,9 +179,10 @@ class Screener:
         if target is None:
             return [None] * len(paths)
         cases = [case.model_dump() for case in evaluator.inputs.cases]
+        properties = device_properties_for(evaluator.inputs.target)
         jobs = [VariantJob(source_path=path, harness_path=evaluator.bundle.harness_path, cases=cases, target=target,
-                           python=evaluator.config.worker_python,
-                           environment=dict(evaluator.inputs.target.environment)) for path in paths]
+                           python=evaluator.config.worker_python, environment=dict(evaluator.inputs.target.environment),
+                           device_properties=properties) for path in paths]
         share = screening_ahead.SHARE_OF_SCREENING * seconds
         evaluator.log.progress(f"{screen_id} compiling {len(paths)} variant(s) ahead for {target.limits.sm}")
         checks = await check_variants(jobs, seconds_per_variant=min(screening_ahead.SECONDS_PER_VARIANT, share),

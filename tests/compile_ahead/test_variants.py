@@ -74,6 +74,32 @@ def test_a_variant_that_asks_the_missing_gpu_at_import_is_left_to_a_gpu_worker(c
     assert check.feasibility.reason.startswith("the variant did not load without a GPU: ")
 
 
+@pytest.mark.slow
+def test_a_variant_that_asks_the_sm_count_of_a_named_device_compiles_ahead(checks):
+    """A persistent kernel's wrapper sizes its grid by `torch.cuda.get_device_properties(...)
+    .multi_processor_count` (fbtriton's warp-specialized GEMM does, in its wrapper and its pre-hook). For a device
+    target.json names, compile ahead answers from protocol/devices.py, so the variant is judged here."""
+    check = checks["asks_an_h200_its_sm_count"]
+    assert check.feasibility.verdict is Verdict.FEASIBLE, check.feasibility.reason
+
+
+def test_a_device_question_compile_ahead_cannot_answer_leaves_the_variant_to_a_gpu_worker():
+    """Any other property raises RuntimeError, which the verdict reads as the missing GPU's doing (an
+    AttributeError would call the variant broken)."""
+    from orchestrator.compile_ahead.ahead import device_properties_for
+    from orchestrator.compile_ahead.child import TorchDeviceProperties
+    from protocol.bundle import Target
+
+    properties = TorchDeviceProperties({"multi_processor_count": 132})
+    assert properties.multi_processor_count == 132
+    with pytest.raises(RuntimeError, match="total_memory is not known to compile ahead") as raised:
+        properties.total_memory  # noqa: B018 - the attribute read is the test
+    assert judge_source_error("RuntimeError", str(raised.value)).verdict is Verdict.UNKNOWN
+    assert device_properties_for(Target(backend="cuda", architecture="sm_90", device="NVIDIA H200")) == {
+        "multiprocessor_count": 132}
+    assert device_properties_for(Target(backend="cuda", architecture="sm_90", device="a card nobody listed")) == {}
+
+
 def report(outcome: CompileOutcome, *, shared: int, block: int, name: str = "k") -> ResourceReport:
     return ResourceReport(config=ConfigSpec(constexprs={"BLOCK": block}), target=CompileTarget(), outcome=outcome,
                           shared_memory_bytes=shared, registers_per_thread=40, kernel_name=name, problems=[] if

@@ -47,7 +47,10 @@ VARIANTS = {
     "autotune": TUTORIAL.replace(TUTORIAL_CONFIG, TUTORIAL_CONFIG + HUGE_CONFIG),
     "raises_at_import": KERNEL + "\nraise ValueError('a broken edit')\n",
     "asks_the_gpu_at_import": KERNEL + "\nSMS = torch.cuda.get_device_properties(0).multi_processor_count\n",
+    "asks_an_h200_its_sm_count": KERNEL + "\nSMS = torch.cuda.get_device_properties(0).multi_processor_count\n",
 }
+# what the run passes for a target whose device protocol/devices.py lists (compile_ahead/ahead.py)
+DEVICE_PROPERTIES = {"asks_an_h200_its_sm_count": {"multiprocessor_count": 132}}
 
 
 @functools.cache
@@ -65,7 +68,8 @@ def checked(directory: str) -> dict[str, VariantCheck]:
         path = Path(directory) / f"{name}.py"
         path.write_text(source)
         paths.append(path)
-    jobs = [VariantJob(source_path=path, harness_path=HARNESS, cases=CASES) for path in paths]
+    jobs = [VariantJob(source_path=path, harness_path=HARNESS, cases=CASES,
+                       device_properties=DEVICE_PROPERTIES.get(path.stem, {})) for path in paths]
     checks = trio.run(lambda: check_variants(jobs, seconds_per_variant=240, max_parallel=1,
                                              keep_kernels=kept_kernels(directory).keep))
     return dict(zip(VARIANTS, checks, strict=True))
