@@ -45,11 +45,12 @@ def compile_target_for(target: Target) -> CompileTarget | None:
     return CompileTarget(arch=capability) if capability in LIMITS else None
 
 
-def device_properties_for(target: Target) -> dict[str, int]:
+def device_properties_for(target: Target, device_name: str | None = None) -> dict[str, int]:
     """What compile ahead answers for the target's device where module code or a wrapper asks (`torch.cuda
-    .get_device_properties(...).multi_processor_count` for a persistent kernel's program count): the SM count of
-    the device target.json names (protocol/devices.py); {} for a device not listed, which stays unknown."""
-    peaks = peaks_for(target.device)
+    .get_device_properties(...).multi_processor_count` for a persistent kernel's program count): the SM count
+    (protocol/devices.py) of the device the run's baseline worker reported, else of the one target.json's
+    architecture names (`h200`); {} for a device not listed (`sm_90` names none), which stays unknown."""
+    peaks = peaks_for(device_name) or peaks_for(target.architecture) or peaks_for(target.device)
     return {"multiprocessor_count": peaks.multiprocessors} if peaks and peaks.multiprocessors else {}
 
 
@@ -66,15 +67,15 @@ async def check_ahead(source_path: Path, *, harness_path: Path, cases: list[dict
 async def check_candidate(source_path: Path, *, harness_path: Path, cases: list[dict[str, Any]], target: Target,
                           python: str = sys.executable, seconds: float = 300.0,
                           keep_kernels: KeepKernels | None = None,
-                          progress: VariantProgress | None = None) -> VariantCheck | None:
+                          progress: VariantProgress | None = None, device_name: str | None = None) -> VariantCheck | None:
     """`check_ahead` with every compile behind the verdict (for the experiment's record); `keep_kernels` and
-    `progress` as in `check_variant`."""
+    `progress` as in `check_variant`; `device_name`, the device the run measures on (`device_properties_for`)."""
     compile_target = compile_target_for(target)
     if compile_target is None:
         return None
     job = VariantJob(source_path=source_path, harness_path=harness_path, cases=cases, target=compile_target,
                      python=python, environment=dict(target.environment),
-                     device_properties=device_properties_for(target))
+                     device_properties=device_properties_for(target, device_name))
     return await check_variant(job, seconds=seconds, keep_kernels=keep_kernels, progress=progress)
 
 

@@ -24,7 +24,8 @@ SECONDS = 120.0  # at most this long per candidate; a compile ahead cut off says
 
 
 async def compiled_ahead(evaluator: Evaluates, store: InfeasibleStore | None, experiment_id: str, source: str,
-                         source_path: Path, seconds_left: float, *, screened_in: str | None = None) -> Evaluation | None:
+                         source_path: Path, seconds_left: float, *, screened_in: str | None = None,
+                         device_name: str | None = None) -> Evaluation | None:
     """The candidate's `build_failed` evaluation when it cannot run on the device, else None. `screened_in`
     names the screening whose compile ahead already found this exact source within the limits (its kernels are
     in the run's cache): it is not compiled again."""
@@ -38,7 +39,7 @@ async def compiled_ahead(evaluator: Evaluates, store: InfeasibleStore | None, ex
     check = await check_candidate(source_path, harness_path=evaluator.bundle.harness_path,
                                   cases=[case.model_dump() for case in evaluator.inputs.cases],
                                   target=evaluator.inputs.target, python=evaluator.config.worker_python,
-                                  seconds=seconds, keep_kernels=evaluator.kernel_cache.keep,
+                                  seconds=seconds, keep_kernels=evaluator.kernel_cache.keep, device_name=device_name,
                                   progress=lambda compiles, elapsed: evaluator.log.event(
                                       f"{experiment_id} compile_ahead compiles={compiles} seconds={elapsed:.0f} "
                                       f"(at most {seconds:.0f} s)"))

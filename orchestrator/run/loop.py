@@ -475,7 +475,8 @@ class OptimizationRun:
         state.seen_digests[record.normalized_sha256] = experiment_id
         ahead = await compiled_ahead(self.evaluator, self.screener.store if self.screener else None, experiment_id,
                                      proposal.source, source_path, deadline - trio.current_time(),
-                                     screened_in=state.compiled_ahead.get(raw_digest(proposal.source)))
+                                     screened_in=state.compiled_ahead.get(raw_digest(proposal.source)),
+                                     device_name=state.device)
         if ahead is not None:  # over the device's limits: no GPU worker spent, and never proposed again
             record.evaluations = [ahead]
             record.decision = Decision(status=DecisionStatus.REJECTED, reason=f"build_failed: {ahead.reason}")

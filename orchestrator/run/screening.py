@@ -179,7 +179,7 @@ class Screener:
         if target is None:
             return [None] * len(paths)
         cases = [case.model_dump() for case in evaluator.inputs.cases]
-        properties = device_properties_for(evaluator.inputs.target)
+        properties = device_properties_for(evaluator.inputs.target, self.state.device)
         jobs = [VariantJob(source_path=path, harness_path=evaluator.bundle.harness_path, cases=cases, target=target,
                            python=evaluator.config.worker_python, environment=dict(evaluator.inputs.target.environment),
                            device_properties=properties) for path in paths]

@@ -95,9 +95,12 @@ def test_a_device_question_compile_ahead_cannot_answer_leaves_the_variant_to_a_g
     with pytest.raises(RuntimeError, match="total_memory is not known to compile ahead") as raised:
         properties.total_memory  # noqa: B018 - the attribute read is the test
     assert judge_source_error("RuntimeError", str(raised.value)).verdict is Verdict.UNKNOWN
-    assert device_properties_for(Target(backend="cuda", architecture="sm_90", device="NVIDIA H200")) == {
+    # the device the baseline's worker reported first, else the one the architecture names; sm_90 names none
+    sm_90 = Target(backend="cuda", architecture="sm_90", device="cuda:0")
+    assert device_properties_for(sm_90, "NVIDIA H100 PCIe") == {"multiprocessor_count": 114}
+    assert device_properties_for(Target(backend="cuda", architecture="h200", device="cuda:0")) == {
         "multiprocessor_count": 132}
-    assert device_properties_for(Target(backend="cuda", architecture="sm_90", device="a card nobody listed")) == {}
+    assert device_properties_for(sm_90) == {} and device_properties_for(sm_90, "a card nobody listed") == {}
 
 
 def report(outcome: CompileOutcome, *, shared: int, block: int, name: str = "k") -> ResourceReport:
