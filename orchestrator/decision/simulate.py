@@ -371,12 +371,12 @@ class _Replay:
             except ValueError as exc:  # the record measured in another order than this decision asks for
                 raise _NotReplayable(str(exc)) from None
         ruling = action
-        if recorded:  # the decision ruled before the record's schedule ended (a policy that triages it)
-            notes.append(f"{len(recorded)} recorded run(s) of the schedule not asked for by this policy")
-            self.add_history(digests, recorded)
         if ruling.confirmation_cut:
             notes.append("this policy would measure another confirmation pair; none is recorded")
         self.history = ruling.history
+        if recorded:  # the decision ruled before the record's schedule ended (a policy that triages it)
+            notes.append(f"{len(recorded)} recorded run(s) of the schedule not asked for by this policy")
+            self.add_history(digests, recorded)  # measured all the same: later decisions learnt from them
         if remaining:
             notes.append(f"{len(remaining)} recorded confirmation pair(s) not asked for by this policy")
             for pair in remaining:  # measured all the same: later decisions learnt from them

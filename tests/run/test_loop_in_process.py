@@ -166,6 +166,14 @@ def test_triage_rejects_a_slower_candidate_on_one_run_and_simulate_replays_the_r
     assert records.settings.triage is True
     replayed = simulate_run(records.experiments, records.cases, settings=records.settings)
     assert replayed.all_match, [(row.experiment_id, row.first_difference, row.notes) for row in replayed.experiments]
+    # a stricter policy triages the candidate the run measured in full: the runs it no longer asks for were
+    # measured all the same, and the next decision learns its noise from them as the run did
+    strict = simulate_run(records.experiments, records.cases, settings=records.settings,
+                          policy=Policy(min_speedup=1.2))
+    rows = {row.experiment_id: row for row in strict.experiments}
+    assert rows["r002-c000"].simulated.gates.get("triage") is False
+    assert any("not asked for by this policy" in note for note in rows["r002-c000"].notes)
+    assert rows["r003-c000"].simulated.noise_dof == rows["r003-c000"].recorded.noise_dof
     untriaged = simulate_run(records.experiments, records.cases,
                              settings=records.settings.model_copy(update={"triage": False}))
     assert not untriaged.all_match
