@@ -100,7 +100,7 @@ class KernelFacts:
         return bool(self.program_axes) and self.program_axes <= self.persistent_axes | self.strided_axes
 
 
-def _is_call(node: ast.AST, *names: str) -> bool:
+def is_call(node: ast.AST, *names: str) -> bool:
     if not isinstance(node, ast.Call):
         return False
     function = node.func
@@ -169,11 +169,11 @@ def _size_facts(function: ast.FunctionDef, size: str, parameters: set[str], cons
                 program_derived: set[str]) -> tuple[list[Constraint], bool]:
     """The constraints one tl.arange size parameter carries in this kernel, and whether it offsets programs."""
     name = function.name
-    aranges = [node for node in _own_nodes(function) if _is_call(node, "arange") and size in _names(node)]
+    aranges = [node for node in _own_nodes(function) if is_call(node, "arange") and size in _names(node)]
     first = min(node.lineno for node in aranges)
     found = [Constraint(size, "power_of_two", "", f"tl.arange(0, {size}) at line {first} takes a power of two",
                         name, first)]
-    in_arange = _derived(function, lambda node: _is_call(node, "arange") and size in _names(node))
+    in_arange = _derived(function, lambda node: is_call(node, "arange") and size in _names(node))
     looped = any(
         (isinstance(node, ast.For) and size in _names(node.iter)) or (isinstance(node, ast.While) and size in _names(node.test))
         or (isinstance(node, (ast.For, ast.While)) and any(
@@ -181,13 +181,13 @@ def _size_facts(function: ast.FunctionDef, size: str, parameters: set[str], cons
         for node in _own_nodes(function))
     tiled = any(
         isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and any(
-            size in _names(one) and (_names(other) & program_derived or any(_is_call(s, "program_id") for s in ast.walk(other)))
+            size in _names(one) and (_names(other) & program_derived or any(is_call(s, "program_id") for s in ast.walk(other)))
             for one, other in ((node.left, node.right), (node.right, node.left)))
         for node in _own_nodes(function))
     if looped or tiled:
         return found, tiled
     for smaller, larger, node in _compares(function):
-        indexes = _names(smaller) & in_arange or any(_is_call(s, "arange") and size in _names(s) for s in ast.walk(smaller))
+        indexes = _names(smaller) & in_arange or any(is_call(s, "arange") and size in _names(s) for s in ast.walk(smaller))
         bounds = (_names(larger) & parameters) - constexprs
         if indexes and bounds and not _names(larger) & in_arange:
             bound = ast.unparse(larger)
@@ -213,22 +213,22 @@ def kernel_facts(tree: ast.Module) -> dict[str, KernelFacts]:
         arguments = [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]
         constexprs = {a.arg for a in arguments if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
         parameters = {a.arg for a in arguments}
-        sizes = {name for node in _own_nodes(function) if _is_call(node, "arange")
+        sizes = {name for node in _own_nodes(function) if is_call(node, "arange")
                  for name in _names(node) & constexprs}
-        steps = {name for node in _own_nodes(function) if isinstance(node, ast.For) and _is_call(node.iter, "range")
+        steps = {name for node in _own_nodes(function) if isinstance(node, ast.For) and is_call(node.iter, "range")
                  for argument in node.iter.args[2:3] for name in _names(argument) & constexprs}  # type: ignore[attr-defined]
-        program_derived = _derived(function, lambda node: _is_call(node, "program_id"))
+        program_derived = _derived(function, lambda node: is_call(node, "program_id"))
         per_size = {size: _size_facts(function, size, parameters, constexprs, program_derived) for size in sorted(sizes)}
-        axes = {_axis(node) for node in _own_nodes(function) if _is_call(node, "num_programs")}
+        axes = {_axis(node) for node in _own_nodes(function) if is_call(node, "num_programs")}
         facts[function.name] = KernelFacts(
             name=function.name, line=function.lineno, parameters=tuple(a.arg for a in arguments),
             constexprs=frozenset(constexprs), sizes=frozenset(sizes | steps),
-            uses_dot=any(_is_call(node, "dot") for node in _own_nodes(function)),
+            uses_dot=any(is_call(node, "dot") for node in _own_nodes(function)),
             tiled=frozenset(size for size, (_, tiled) in per_size.items() if tiled),
             persistent_axes=frozenset(axes),
             constraints=tuple(c for found, _ in per_size.values() for c in found) + tuple(_static_asserts(function,
                                                                                                        constexprs)),
-            program_axes=frozenset(_axis(node) for node in _own_nodes(function) if _is_call(node, "program_id")),
+            program_axes=frozenset(_axis(node) for node in _own_nodes(function) if is_call(node, "program_id")),
             strided_axes=frozenset(_strided_axes(function, parameters)),
             reads=frozenset(node.id for statement in function.body for node in ast.walk(statement)
                             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)))
@@ -239,7 +239,7 @@ def _static_asserts(function: ast.FunctionDef, constexprs: set[str]) -> list[Con
     """`tl.static_assert(BLOCK_N <= HEAD_DIM)`: the compile refuses any other value, so the tuner never tries one."""
     found = []
     for node in _own_nodes(function):
-        test = node.args[0] if _is_call(node, "static_assert") and node.args else None  # type: ignore[attr-defined]
+        test = node.args[0] if is_call(node, "static_assert") and node.args else None  # type: ignore[attr-defined]
         if not isinstance(test, ast.Compare) or len(test.ops) != 1:
             continue
         for side, variable, other in (("left", test.left, test.comparators[0]), ("right", test.comparators[0], test.left)):
@@ -261,7 +261,7 @@ def _strided_axes(function: ast.FunctionDef, parameters: set[str]) -> set[int]:
             value = node.value
             if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "to":
                 value = value.func.value
-            if _is_call(value, "program_id"):
+            if is_call(value, "program_id"):
                 starts.update({target.id: _axis(value) for target in node.targets if isinstance(target, ast.Name)})
 
     def by_parameters(stride: ast.AST) -> bool:
@@ -269,7 +269,7 @@ def _strided_axes(function: ast.FunctionDef, parameters: set[str]) -> set[int]:
 
     axes = set()
     for node in _own_nodes(function):
-        if isinstance(node, ast.For) and _is_call(node.iter, "range") and len(node.iter.args) == 3:  # type: ignore[attr-defined]
+        if isinstance(node, ast.For) and is_call(node.iter, "range") and len(node.iter.args) == 3:  # type: ignore[attr-defined]
             start, _, step = node.iter.args  # type: ignore[attr-defined]
             if isinstance(start, ast.Name) and start.id in starts and by_parameters(step):
                 axes.add(starts[start.id])

@@ -10,7 +10,7 @@ import ast
 
 import libcst as cst
 
-from orchestrator.providers.tune.constraints import Constraint, KernelFacts
+from orchestrator.providers.tune.constraints import Constraint, KernelFacts, is_call
 from orchestrator.providers.tune.domains import literal_kind
 from orchestrator.providers.tune.forms import AutotuneConfig, code
 from orchestrator.providers.tune.scan import LAUNCH_OPTIONS, Found, Scan, dotted, integer, string
@@ -154,19 +154,13 @@ def named_outside_configs(scan: Scan) -> frozenset[str]:
     """Every string constant of the file but the keys of a `triton.Config` dict (read once per scan)."""
     found = scan.readings.get("named_outside_configs")
     if found is None:
-        keys = {id(key) for node in ast.walk(scan.tree) if isinstance(node, ast.Call) and _config_call(node)
+        keys = {id(key) for node in ast.walk(scan.tree) if is_call(node, "Config")
                 for argument in node.args[:1] if isinstance(argument, ast.Dict)
                 for key in argument.keys if key is not None}
         found = frozenset(node.value for node in ast.walk(scan.tree)
                           if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in keys)
         scan.readings["named_outside_configs"] = found
     return found
-
-
-def _config_call(node: ast.Call) -> bool:
-    function = node.func
-    return (function.attr if isinstance(function, ast.Attribute) else
-            function.id if isinstance(function, ast.Name) else "") == "Config"
 
 
 def _comprehension_configs(scan: Scan, kernel: str, comprehension: cst.ListComp, facts: KernelFacts | None) -> None:
