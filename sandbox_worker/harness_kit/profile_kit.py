@@ -35,8 +35,8 @@ KNOWN_TOOLS = ("proton_launch", "native_profiler", "ncu", "proton_intra_kernel")
 REPLAY_KEYS = ("harness_path", "kernel_path", "kernel_source", "target", "entry", "warmup_calls",
                "profiled_calls", "gate", "timeout_s", "kernel_regex")
 # a replay child of another module (the judge's `sandbox_worker.judged.ncu_child`) and the keys it reads
-MODULE_REPLAY_KEYS = ("module", "harness_path", "record_path", "kernels_dir", "kernels", "target", "warmup_calls",
-                      "profiled_calls", "gate", "timeout_s", "kernel_regex")
+MODULE_REPLAY_KEYS = ("module", "harness_path", "record_path", "kernels_dir", "triton_cache_dir", "kernels", "target",
+                      "warmup_calls", "profiled_calls", "gate", "timeout_s", "kernel_regex")
 
 
 def safe_case_id(case_id: str) -> str:

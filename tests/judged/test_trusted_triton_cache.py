@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+from sandbox_worker.harness_kit.profile_kit import build_replay_spec
 from sandbox_worker.judged.kernels import KernelLibrary, TrustedTritonCache, _write_folder
 
 
@@ -112,3 +113,8 @@ def test_the_ncu_childs_spec_names_fresh_copies_written_from_the_judges_memory(t
     assert (cache_dir / "JUDGEKEY" / "__triton_launcher.so").read_bytes() == b"built by the judge"
     assert (cache_dir / "SEEDKEY" / "cuda_utils.so").read_bytes() == b"the run's seed"
     assert parse_record(json.loads(Path(spec["record_path"]).read_text()), inputs=1) == recording
+    # the profile step accepts the judge's spec as it is and passes the cache folder on to the ncu child
+    (tmp_path / "harness.py").write_text("JUDGE = None\n")
+    child_spec, why_not = build_replay_spec(spec, case={"case_id": "a"}, seed=7, artifacts_dir=tmp_path)
+    assert why_not is None and child_spec is not None
+    assert child_spec["triton_cache_dir"] == spec["triton_cache_dir"]
