@@ -175,6 +175,10 @@ def screened_metadata(screened: Screened, bottleneck: str) -> dict[str, str]:
                       f"screened side by side in one worker, each group of cases takes its fastest; composed "
                       f"{speedup:.2f}x as fast as the incumbent, against {1 / screened.single_relative:.2f}x for "
                       "the best single configuration")
+    elif screened.near_miss:
+        hypothesis = (f"near the gate's bar ({bottleneck} bottleneck): screened beside the incumbent at "
+                      f"{speedup:.4f}x, short of the bar by less than screening's error; brief screening cannot "
+                      "tell it from a winner, the gate's paired runs can")
     else:
         hypothesis = (f"joint search over the knobs ({bottleneck} bottleneck): of {screened.family_size} "
                       f"configurations screened side by side in one worker ({screened.ok_count} built and "
@@ -184,5 +188,7 @@ def screened_metadata(screened: Screened, bottleneck: str) -> dict[str, str]:
         "evidence": one_line(f"screening: {evidence}", 400),
         "change": one_line(f"set {changes}", 300),
         "expected_effect": one_line(f"about {speedup:.2f}x on the screened cases (geometric mean)", 200),
-        "risk": "screening timed each case briefly (0.3 s); the A/B/A gate and revalidation decide",
+        "risk": ("screened short of the gate's bar: likely no gain, and the gate's first run rejects it then"
+                 if screened.near_miss else
+                 "screening timed each case briefly (0.3 s); the A/B/A gate and revalidation decide"),
     }

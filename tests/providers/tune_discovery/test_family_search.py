@@ -14,11 +14,16 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from orchestrator.providers.base import ProviderExhausted
+from orchestrator.providers.base import Proposal, ProviderExhausted
 from orchestrator.providers.tune import TuneProvider
 from orchestrator.providers.tune.knobs import tunable_knobs
 from orchestrator.providers.tune.policy import source_digests
-from orchestrator.providers.tune.search import MAX_FRUITLESS_FAMILIES, FamilySearch
+from orchestrator.providers.tune.search import (
+    MAX_FRUITLESS_FAMILIES,
+    NEAR_MISSES_PER_INCUMBENT,
+    SCREENING_ERROR,
+    FamilySearch,
+)
 from protocol.worker import ScreenedVariant
 from tests.providers.conftest import context
 
@@ -303,9 +308,47 @@ def test_the_tuner_proposes_screened_gains_before_guesses_and_no_move_screening_
     moves_screened = [v for v in screens.screened[searched:] if v != knob_values(KERNEL)]
     slower = [v for v in moves_screened if shallow_time(v) / control > 1 - GATE_GAIN]
     assert slower, "no move screened slower: the test shows nothing about what screening keeps from the gate"
-    for proposal in proposals[len(worth):]:
+    guesses = [p for p in proposals[len(worth):] if "near the gate's bar" not in p.metadata.hypothesis]
+    for proposal in guesses:
         values = knob_values(proposal.source)
         assert values in moves_screened and shallow_time(values) / control <= 1 - GATE_GAIN, values
+    # last, and only last, a few that screening timed short of the gate's bar by less than its own error
+    near = proposals[len(worth) + len(guesses):]
+    assert near and len(near) <= NEAR_MISSES_PER_INCUMBENT
+    assert all("near the gate's bar" in p.metadata.hypothesis for p in near)
+    for proposal in near:
+        relative = shallow_time(knob_values(proposal.source)) / control
+        assert 1 - GATE_GAIN < relative <= (1 - GATE_GAIN) * (1 + SCREENING_ERROR), knob_values(proposal.source)
+
+
+def test_near_misses_reach_the_gate_fastest_first_within_screenings_error_and_never_under_the_interpreter():
+    """On the H200 the TLX GEMM's NUM_STAGES 3 -> 4 screened 0.86 % faster, short of the gate's 0.99 %, and
+    measured 1.0076x in the gate: what screening times that close to the bar is the gate's to judge, once
+    nothing clearer is left. Under the interpreter screening scatters by tens of percent and says nothing there."""
+
+    def run(environment: dict[str, str]) -> list[Proposal]:
+        screens, provider, found, seen = Screens(shallow_time), TuneProvider(), [], set()
+
+        async def main():
+            while len(found) < 40:
+                proposal_context = context(KERNEL, excluded=frozenset(seen), screener=screens, min_speedup=1.01)
+                proposal_context.target.environment.update(environment)
+                try:
+                    proposal = await provider.propose(proposal_context)
+                except ProviderExhausted:
+                    return
+                seen.update(source_digests(proposal.source))
+                found.append(proposal)
+
+        trio.run(main)
+        return found
+
+    control = shallow_time(knob_values(KERNEL))
+    near = [p for p in run({}) if "near the gate's bar" in p.metadata.hypothesis]
+    relatives = [shallow_time(knob_values(p.source)) / control for p in near]
+    assert relatives == sorted(relatives) and len(near) == NEAR_MISSES_PER_INCUMBENT
+    assert all("short of the gate's bar" in p.metadata.risk for p in near)
+    assert not any("near the gate's bar" in p.metadata.hypothesis for p in run({"TRITON_INTERPRET": "1"}))
 
 
 class TwoCases(Screens):
