@@ -48,6 +48,9 @@ case "$part" in
   finish)
     wait_for_run 580
     python3 scripts/bench_search.py runs "$OUT/tune-$example" | tee -a "$OUT/summary.txt"
+    # what each gated candidate cost, and the fork server's warm-up paid once for the run
+    python3 scripts/gate_cost.py "$OUT/tune-$example" | tee -a "$OUT/summary.txt"
+    grep -h "worker start: forked" "$OUT/tune-$example.log" | cut -c1-220 | tee -a "$OUT/summary.txt" || true
     python3 scripts/bench_search.py compare --example "$example" --run "$OUT/tune-$example" --out "$OUT" \
       $(grid_options) | tee -a "$OUT/summary.txt"
     ;;
