@@ -188,7 +188,7 @@ def screened_metadata(screened: Screened, bottleneck: str) -> dict[str, str]:
         "evidence": one_line(f"screening: {evidence}", 400),
         "change": one_line(f"set {changes}", 300),
         "expected_effect": one_line(f"about {speedup:.2f}x on the screened cases (geometric mean)", 200),
-        "risk": ("screened short of the gate's bar: likely no gain, and the gate's first run rejects it then"
+        "risk": ("screened short of the gate's bar: likely no gain; the gate measures it in full (three workers)"
                  if screened.near_miss else
                  "screening timed each case briefly (0.3 s); the A/B/A gate and revalidation decide"),
     }

@@ -19,11 +19,11 @@ first (`tables`). What screening measured still steers what follows:
 a configuration it timed faster than the incumbent by more than the gate requires, though by less than
 `MIN_SCREEN_GAIN`, is proposed before any single-knob guess (`leftover`), and a single-knob move it timed no
 faster is not proposed at all (`measured_no_faster`); the single-knob moves themselves are screened beside the
-incumbent before the gate sees them (`screen_moves`). When all of that is spent, the few configurations screened
-within screening's own error of the gate's bar go to the gate last (`near_miss`): a fraction of a second per case
-cannot tell them from a winner, the gate's paired runs can, and its triage rejects a loser on one worker. On the H200 the softmax example's spent search left
+incumbent before the gate sees them (`screen_moves`). On the H200 the softmax example's spent search left
 1024/8 warps/3 stages (2.2 % faster, the grid's best) unproposed while the single-knob policy sent two moves
-screening had timed 22 % slower and 0.6 % slower to the gate, a minute each.
+screening had timed 22 % slower and 0.6 % slower to the gate, a minute each. When all of that is spent, the few
+configurations screened within screening's own error of the gate's bar go to the gate last (`near_miss`): a
+fraction of a second per case cannot tell them from a winner, the gate's paired runs can.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ ASK_ATTEMPTS_PER_SLOT = 8  # TPE may ask again for a configuration already measu
 # screened 0.86 % faster (short of the 0.99 % the gate needs) and measured 1.0076x in the gate; the softmax
 # example's controls, timed first and last in one worker, differ by up to 1.5 %
 SCREENING_ERROR = 0.02
-NEAR_MISSES_PER_INCUMBENT = 4  # each costs one gate worker when triage rejects it, three when it does not
+NEAR_MISSES_PER_INCUMBENT = 4  # each costs the gate's three workers: too close to the bar for triage's margin
 
 Screen = Callable[..., Awaitable[list[ScreeningResult]]]  # a Screener's screen (orchestrator/providers/screening.py)
 
