@@ -17,12 +17,17 @@ from orchestrator.cli.run_command import (
 )
 from orchestrator.ledger.artifacts import OutputDirError, RunArtifacts, prepare_output_dir
 from orchestrator.ledger.live_log import LiveLog
-from orchestrator.preflight.runner import optimize_builtin, optimize_preflight
+from orchestrator.preflight.for_optimize import (
+    optimize_builtin,
+    optimize_preflight,
+    validated_without_preflight,
+)
 from orchestrator.providers.base import ProviderConfigError
 from orchestrator.providers.factory import create_provider
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.loop import OptimizationRun
 from orchestrator.worker.environment import refused_target_environment
+from orchestrator.worker.process import Spawner
 from protocol.bundle import BundleError
 
 MAX_CONFIRM_PAIRS = 4  # each pair is two more fresh workers
@@ -80,11 +85,7 @@ def optimize_main(args: argparse.Namespace, argv: list[str],
     except AutotuneStepFailed as exc:
         log.close()
         return fail(str(exc), output_dir=str(output_dir))
-    preflight_failure, config.bundle_lock_summary = optimize_builtin(config, inputs, log, output_dir, device_view,
-                                                                     arch, locked)
-    if preflight_failure is not None:
-        log.close()
-        return fail(preflight_failure, output_dir=str(output_dir))
+    validated, config.bundle_lock_summary = validated_without_preflight(config, log, locked)
     if config.isolation != "off":
         from orchestrator.worker.doctor import probe_isolation_sync, strict_refusals
 
@@ -103,8 +104,16 @@ def optimize_main(args: argparse.Namespace, argv: list[str],
         log.event(f"prior-run path={str(config.prior_run)!r} source_hashes={len(prior_digests)} "
                   f"evidence={len(prior_evidence)}")
     commit_step = CommitStep(config, config.kernel, log, artifacts)
+
+    async def preflight(spawner: Spawner) -> str | None:
+        """The built-in preflight in the run's own workers (its fork server has imported torch and triton once)."""
+        failure, config.bundle_lock_summary = await optimize_builtin(config, inputs, log, output_dir, device_view,
+                                                                     arch, spawner)
+        return failure
+
     run = OptimizationRun(config, inputs, provider, log, artifacts, commit_step,
-                          prior_digests=prior_digests, prior_evidence=prior_evidence)
+                          prior_digests=prior_digests, prior_evidence=prior_evidence,
+                          preflight=None if validated else preflight)
     return execute_run(run, artifacts, log, output_dir)
 
 

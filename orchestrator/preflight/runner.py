@@ -17,12 +17,12 @@ It writes `bundle.lock.json` (orchestrator/preflight/lock_report.py). `optimize`
 preflight (`builtin_validation`: device and both negative tests side by side, the untouched kernel only
 when a negative test fails, no benchmark) unless it gets a matching `--bundle-lock` or `--skip-validation`;
 benchmark stability is the validate command's job because a run re-measures anyway and three extra timing
-workers would triple the baseline's cost. The verdicts themselves are orchestrator/preflight/checks.py.
+workers would triple the baseline's cost; optimize's side of it (its order, the lock, the run's workers) is
+orchestrator/preflight/for_optimize.py. The verdicts themselves are orchestrator/preflight/checks.py.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -34,11 +34,8 @@ import trio
 from orchestrator.autotune.lines import autotune_check
 from orchestrator.autotune.step import AutotuneStepFailed, StepWorkers, run_step
 from orchestrator.bundle import arch as arch_mod
-from orchestrator.bundle.inputs import FrozenBundle, Inputs, freeze_bundle, sha256_file
-from orchestrator.bundle.interpreter import triton_facts, triton_mismatch
-from orchestrator.bundle.lock import load_lock, lock_summary, match_lock
+from orchestrator.bundle.inputs import FrozenBundle, Inputs, freeze_bundle
 from orchestrator.decision.timing_modes import fixed_modes, learn_modes
-from orchestrator.ledger.config import RunConfig
 from orchestrator.ledger.live_log import LiveLog, quote
 from orchestrator.preflight.checks import (
     check_build,
@@ -59,7 +56,7 @@ from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import become_subreaper
 from orchestrator.worker.verdict_fallback import settle_verdict_process, worker_target
 from protocol.autotune import AutotuneRecord, AutotuneSetup
-from protocol.bundle import Budget, BundleError, Case
+from protocol.bundle import Budget, Case
 from protocol.lock import BundleLock, CaseStability, CheckResult
 from protocol.profile import ProfileRequest, resolve_native_profiler
 from protocol.results import Evaluation, EvaluationStatus
@@ -281,19 +278,21 @@ def full_validation(inputs: Inputs, *, settings: Settings, arch: arch_mod.ArchSp
     return lock
 
 
-def builtin_validation(inputs: Inputs, *, settings: Settings, work_root: Path, log: LiveLog,
-                       view: arch_mod.DeviceView, arch: arch_mod.ArchSpec | None,
-                       parent_env: dict[str, str], autotune: AutotuneRecord | None = None) -> BundleLock:
+async def builtin_validation(inputs: Inputs, *, settings: Settings, work_root: Path, log: LiveLog,
+                             view: arch_mod.DeviceView, arch: arch_mod.ArchSpec | None,
+                             parent_env: dict[str, str], autotune: AutotuneRecord | None = None,
+                             spawner: Spawner | None = None) -> BundleLock:
     """optimize's preflight (see the module doc); the returned lock is also written to work_root. `autotune`:
-    the choice optimize's own autotune step made, which these workers pin."""
+    the choice optimize's own autotune step made, which these workers pin; `spawner`: the run's (its fork
+    server), so the preflight's workers pay no imports of their own (a fresh interpreter each without)."""
     work_root.mkdir(parents=True, exist_ok=True)
     preflight = Preflight(inputs=inputs, settings=settings, work_root=work_root, log=log, parent_env=parent_env,
-                          autotune=autotune)
+                          autotune=autotune, spawner=spawner or SubprocessSpawner())
     bundle = preflight.freeze()
     log.event("validate status=builtin (device and negative tests; the baseline evaluation builds and verifies; "
               "run tlx-agent validate for benchmark stability and profile checks, then pass --bundle-lock)")
     become_subreaper()
-    checks, first = trio.run(preflight.run_builtin)
+    checks, first = await preflight.run_builtin()
     lock = build_lock(inputs=inputs, bundle=bundle, settings=settings.to_json(), view=view,
                       checks=[check_device(inputs.target, view, arch), *checks], stability=[], first=first,
                       output_dir=work_root, mode="builtin")
@@ -301,100 +300,3 @@ def builtin_validation(inputs: Inputs, *, settings: Settings, work_root: Path, l
     for line in report_lines(lock):
         log.event(line)
     return lock
-
-
-# ---- optimize's side ------------------------------------------------------------------------------------
-
-
-def _device_identity(device: dict[str, Any]) -> tuple[Any, ...]:
-    capability = device.get("capability")
-    return (device.get("kind"), device.get("name") if device.get("kind") == arch_mod.CUDA else None,
-            tuple(capability) if capability else None)
-
-
-def optimize_preflight(config: RunConfig, inputs: Inputs) -> tuple[arch_mod.DeviceView | None,
-                                                                   arch_mod.ArchSpec | None, dict[str, Any] | None]:
-    """Before optimize creates its output dir: `--arch`, the target against the device, `--bundle-lock`.
-
-    Raises `BundleError` with one line naming what does not match. Returns the device the harness sees
-    (None when nothing needed a probe), the `--arch` spec, and with `--bundle-lock` the lock's summary
-    for run.json (else None).
-    """
-    arch = arch_mod.resolve_arch_flag(config.arch)
-    if config.bundle_lock is not None and config.skip_validation:
-        raise BundleError("--bundle-lock and --skip-validation exclude each other; pass one of them")
-    view = None
-    if arch is not None or not config.skip_validation:
-        view = arch_mod.observe_device(inputs.target, arch, config.worker_python)
-        problem = arch_mod.arch_mismatch(arch, view) if arch is not None else None
-        if problem is None and view.probe is not None:
-            worker_triton = view.probe.get("triton")
-            problem = triton_mismatch(triton_facts(), worker_triton if isinstance(worker_triton, dict) else None,
-                                      config.worker_python)
-        if problem is None and not config.skip_validation:
-            problem = arch_mod.target_mismatch(inputs.target, view)
-        if problem is not None:
-            raise BundleError(problem)
-    if config.bundle_lock is None:
-        return view, arch, None
-    lock_path = config.bundle_lock
-    lock = load_lock(lock_path)
-    if lock.mode != "validate":
-        raise BundleError(f"{lock_path} was written by optimize's built-in preflight, which measures no stability; "
-                          "run tlx-agent validate and pass its bundle.lock.json")
-    match_lock(lock, lock_path, inputs)
-    assert view is not None
-    if _device_identity(lock.device) != _device_identity(view.to_json()):
-        locked = arch_mod.DeviceView(kind=str(lock.device.get("kind")), device=str(lock.device.get("device")),
-                                     name=lock.device.get("name"),  # type: ignore[arg-type]
-                                     capability=tuple(lock.device["capability"]) if lock.device.get("capability")
-                                     else None, interpreter=bool(lock.device.get("interpreter")))
-        raise BundleError(f"{lock_path} was validated where {locked.describe()}, but now {view.describe()}; "
-                          "validate the bundle on this device")
-    locked_arch = arch_mod.lookup(str(lock.settings.get("arch") or ""))
-    if arch is not None and locked_arch is not None and \
-            (locked_arch.kind, locked_arch.cuda_major) != (arch.kind, arch.cuda_major):
-        raise BundleError(f"{lock_path} was validated with --arch {locked_arch.name}, this run has --arch {arch.name}")
-    summary = lock_summary(lock, lock_path, sha256_file(lock_path))
-    warnings = []
-    if config.budget.max_cv < float(lock.settings.get("max_cv", 0.0)):
-        warnings.append(f"this run's --max-cv {config.budget.max_cv} is stricter than the {lock.settings['max_cv']} "
-                        "the lock's stability check used")
-    summary["warnings"] = warnings
-    return view, arch, summary
-
-
-def optimize_builtin(config: RunConfig, inputs: Inputs, log: LiveLog, output_dir: Path,
-                     view: arch_mod.DeviceView | None, arch: arch_mod.ArchSpec | None,
-                     locked: dict[str, Any] | None) -> tuple[str | None, dict[str, Any] | None]:
-    """optimize's built-in preflight, after its output dir exists; `view`, `arch` and `locked` are what
-    `optimize_preflight` returned.
-
-    Returns (the line that stops the run, or None; the validation summary for run.json: `locked` with
-    `--bundle-lock`, this preflight's own lock summary without, None with `--skip-validation`).
-    """
-    if config.skip_validation:
-        log.event("validate status=skipped (--skip-validation): the bundle's ability to reject bad candidates "
-                  "is unproven for this run")
-        return None, None
-    if config.bundle_lock is not None:
-        summary = locked or {}
-        log.event(f"validate status=locked lock={str(config.bundle_lock)!r} created_at={summary.get('created_at')} "
-                  "files=unchanged")
-        for warning in summary.get("warnings", []):
-            log.event(f"validate warning={quote(warning)}")
-        return None, locked
-    assert view is not None
-    settings = Settings(max_cv=config.budget.max_cv, repetitions=config.budget.benchmark_repetitions,
-                        phase_seconds=config.budget.max_candidate_seconds, benchmark_workers=0,
-                        isolation=config.isolation,
-                        worker_python=config.worker_python, data_limit_bytes=config.data_limit_bytes, profile=False,
-                        arch=config.arch)
-    lock = builtin_validation(inputs, settings=settings, work_root=output_dir / "validation", log=log, view=view,
-                              arch=arch, parent_env=dict(os.environ), autotune=config.autotune)
-    summary = lock_summary(lock, None, None)
-    if lock.passed:
-        return None, summary
-    failed = [check for check in lock.checks if check.status == "failed"]
-    return ("bundle preflight failed: " + "; ".join(f"{check.name}: {check.message}" for check in failed)
-            + f" (details: {lock.lock_path}); fix the bundle, or pass --skip-validation to run anyway"), summary

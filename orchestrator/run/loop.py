@@ -13,7 +13,7 @@ import os
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -55,7 +55,7 @@ from orchestrator.run.state import Incumbent, RunAborted, RunState, promoted_inc
 from orchestrator.source_digest import normalized_digest, raw_digest
 from orchestrator.worker import verdict_fallback
 from orchestrator.worker.forkserver import make_spawner
-from orchestrator.worker.process import Spawner
+from orchestrator.worker.process import Spawner, SubprocessSpawner
 from orchestrator.worker.process_tree import become_subreaper
 from protocol.bundle import runs_on_gpu
 from protocol.outcome import ExitCode, StoppingReason
@@ -79,7 +79,8 @@ class OptimizationRun:
                  artifacts: RunArtifacts, commit_step: CommitStep, spawner: Spawner | None = None,
                  prior_digests: frozenset[str] = frozenset(), prior_evidence: tuple[dict, ...] = (),
                  resume: Resumption | None = None, make_evaluator: MakesEvaluator = Evaluator,
-                 draw_test_seed: Callable[[str], int] = lambda _experiment_id: secrets.randbelow(2**31)) -> None:
+                 draw_test_seed: Callable[[str], int] = lambda _experiment_id: secrets.randbelow(2**31),
+                 preflight: Callable[[Spawner], Awaitable[str | None]] | None = None) -> None:
         self.config = config
         self.inputs = inputs
         self.provider = provider
@@ -91,6 +92,9 @@ class OptimizationRun:
         self.prior_evidence = prior_evidence
         self.make_evaluator = make_evaluator  # a test's fake evaluator returns recorded or synthetic evaluations
         self.draw_test_seed = draw_test_seed  # the bootstrap's seed per experiment (a recorded run's, to replay it)
+        # optimize's built-in preflight (orchestrator/preflight/runner.py): given the run's spawner, the line that
+        # stops the run or None; not given with --skip-validation or --bundle-lock, nor to a resumed run
+        self.preflight = preflight
         self.evaluator: Evaluates | None = None
         self.side_by_side: SideBySide | None = None
         self.screener: Screener | None = None  # set once the rounds start (the tuner screens families)
@@ -112,14 +116,25 @@ class OptimizationRun:
             state = RunState(run_id=uuid.uuid4().hex[:12], started=time.monotonic(),
                              deadline=trio.current_time() + budget.max_total_seconds)
         if self.spawner is not None or self.config.worker_start == "fresh":
+            await self.validate_bundle(self.spawner or SubprocessSpawner())
             return await self.run_phases(state)
-        # warm workers: the fork server imports torch and triton while the bundle is frozen and validated
+        # warm workers: the fork server imports torch and triton once, for the preflight's workers and the run's
         async with make_spawner("forkserver", parent_env=dict(os.environ), scratch=self.artifacts.root / "forkserver",
                                 target_environment=self.inputs.target.environment, python=self.config.worker_python,
                                 log_path=self.artifacts.root / "forkserver.log", notify=self.log.event,
                                 triton_seed=runs_on_gpu(self.inputs.target.backend)) as spawner:
             self.spawner = spawner
+            await self.validate_bundle(spawner)
             return await self.run_phases(state)
+
+    async def validate_bundle(self, spawner: Spawner) -> None:
+        """The built-in preflight, before anything is measured; a bundle that cannot reject bad candidates stops
+        the run (exit 1) with the line that says which check failed."""
+        if self.preflight is None or self.resume is not None:
+            return
+        failure = await self.preflight(spawner)
+        if failure is not None:
+            raise RunAborted(ExitCode.ERROR, failure)
 
     async def run_phases(self, state: RunState) -> RunResult:
         budget = self.config.budget
