@@ -114,6 +114,8 @@ def test_builtin_preflight_runs_the_negative_tests_and_is_recorded(tmp_path: Pat
     assert json.loads((out / "validation" / "bundle.lock.json").read_text())["mode"] == "builtin"
     log = (out / "live.log").read_text()
     assert log.index("validate result=PASSED") < log.index("bundle frozen")
+    # the preflight's workers are the run's first: forked by its fork server, no interpreter of their own
+    assert log.index("worker start: forked by the fork server") < log.index("validate worker=negative-invalid")
 
 
 def test_builtin_preflight_stops_a_bundle_that_cannot_catch_bad_candidates(tmp_path: Path) -> None:
