@@ -29,6 +29,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -369,6 +370,9 @@ def _become_worker(control: socket.socket, wakeup: tuple[int, int], request: dic
         env = {**request["env"], "TLX_PROTOCOL_FD": str(WORKER_PROTOCOL_FD)}
         os.environ.clear()
         os.environ.update(env)
+        # `tempfile` caches its folder at first use, and the server's imports (the dispatch warm-up's) used it:
+        # the worker's is TMPDIR in its own scratch, the only place its sandbox lets it write
+        tempfile.tempdir = None
         _show_environment(env)
         sys.argv = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")]
     except BaseException:  # noqa: BLE001 - this process must never return into the server's loop

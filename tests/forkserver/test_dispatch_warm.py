@@ -24,7 +24,7 @@ from tests.forkserver.workers import PASSING_HARNESS_FUNCTIONS, Bundle, start_to
 # The harness enters a dispatch mode once at import, as the candidate process's first recording does, and says
 # how long that took (worker setup imports the harness after every isolation layer).
 TIMING_HARNESS = textwrap.dedent('''
-    import json, os, time
+    import json, os, tempfile, time
 
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -38,7 +38,8 @@ TIMING_HARNESS = textwrap.dedent('''
         torch.ones(2).mul_(3)
     with open(os.path.join(os.environ["TLX_WORKER_SCRATCH"], "dispatch.json"), "w") as out:
         json.dump({"first_mode_seconds": time.perf_counter() - _started,
-                   "threads": len(os.listdir("/proc/self/task"))}, out)
+                   "threads": len(os.listdir("/proc/self/task")),
+                   "tempdir": tempfile.gettempdir(), "TMPDIR": os.environ.get("TMPDIR")}, out)
 
 ''') + PASSING_HARNESS_FUNCTIONS
 
@@ -82,6 +83,9 @@ def test_a_warm_server_forks_workers_whose_first_dispatch_mode_costs_nothing(tmp
     assert found["server_threads"] == 1
     # the forked worker's own first mode: the imports are already there (a cold one takes over a second)
     assert found["worker"]["first_mode_seconds"] < 0.2, found["worker"]
+    # the warm-up's imports cache the server's temporary folder in `tempfile`; the worker writes in its own
+    # (on the H100, Triton's .ptx files went to the server's and the sandbox refused every worker)
+    assert found["worker"]["TMPDIR"] and found["worker"]["tempdir"] == found["worker"]["TMPDIR"], found["worker"]
     # the run's live log says so once, at its first forked worker
     assert len(found["said"]) == 1 and f"dispatch_warm_s={ready.dispatch_warm_seconds:.2f}" in found["said"][0]
 
