@@ -13,8 +13,14 @@ set +e
 "${pytest[@]}" -n "$workers" --dist loadgroup --durations=20 -m "not quiet" "$@"
 shared=$?
 # then the tests that claim a measured speedup under the interpreter, alone on the machine: tests running
-# beside them on two cores add enough noise that the promotion gate rightly refuses what they expect it to take
-"${pytest[@]}" --durations=5 -m quiet "$@"
+# beside them on two cores add enough noise that the promotion gate rightly refuses what they expect it to take.
+# Without arguments only the files that mark such tests are collected (collecting the whole suite again to
+# deselect it costs about 11 s on two cores).
+quiet_args=("$@")
+if [ $# -eq 0 ]; then
+  mapfile -t quiet_args < <(grep -rlE --include='*.py' 'pytest\.mark\.quiet\b' tests | sort)
+fi
+"${pytest[@]}" --durations=5 -m quiet "${quiet_args[@]}"
 alone=$?
 [ "$alone" -eq 5 ] && alone=0    # pytest's "no test selected": the arguments named no quiet test
 [ "$shared" -eq 5 ] && shared=0  # and none of the others
