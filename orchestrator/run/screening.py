@@ -56,7 +56,11 @@ MAX_VARIANTS = 64
 # A screening may spend this share of the time left before revalidation: on the H200 a 16-variant matmul
 # family (compiles included) outlasted a 250 s run's budget, and a screening cut off returns nothing.
 SHARE_OF_TIME_LEFT = 0.35
-START_AND_SHUTDOWN_SECONDS = 20.0  # the worker's start, setup and shutdown around the variants
+# The worker's start, setup and shutdown around the variants: start to ready took 5.9 s for a fresh interpreter on
+# the H200 and 0.3 s for a worker forked by the run's fork server (docs/results/2026-12-02-tuner-softmax-600s.md).
+# It was 20 s, and a 200 s run on an H100 whose baseline spent 42 s on its deep profile skipped every screening
+# with 95 s left (twice this is the least a screening is given).
+START_AND_SHUTDOWN_SECONDS = 8.0
 
 
 def _progress(path: Path, variants: list[ScreenVariant]) -> list[ScreenedVariant]:
