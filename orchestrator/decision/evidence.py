@@ -191,12 +191,17 @@ def unprofiled_veto(cases: Sequence[Case], required: Sequence[str]) -> str | Non
     return "profile evidence: " + "; ".join(problems) if problems else None
 
 
-def failed_profile_veto(profile: Evaluation) -> str | None:
+def failed_profile_veto(profile: Evaluation, *, run_time_out: bool = False) -> str | None:
     """The veto of a profile worker that did not end ok: it verifies the candidate again before it profiles, so
     an incorrect, crashed or timed-out candidate there is not promoted on its earlier runs (a profile that
-    outlasted its own limits failed the candidate's run when its run brought its profile)."""
+    outlasted its own limits failed the candidate's run when its run brought its profile). A worker that timed
+    out because the run's own time ran out (`run_time_out`: none was left when it ended) says so: the candidate
+    did nothing wrong, its required profile was not taken."""
     if profile.status is EvaluationStatus.OK:
         return None
+    if run_time_out and profile.status is EvaluationStatus.TIMEOUT:
+        return (f"the run's time ran out during the candidate's profile run ({profile.reason}), so the profile it "
+                "requires was not taken; not promoted without it")
     return f"the candidate's profile run ended {profile.status.value}: {profile.reason}"
 
 

@@ -56,6 +56,7 @@ from protocol.roles import Role
 
 Side = Literal["candidate", "incumbent"]
 PAIR_DOES_NOT_FIT = "two more runs do not fit before the deadline"
+RUN_END_SLACK_SECONDS = 2.0  # a worker cut at the run's deadline is ended and reaped within this
 # With triage, a candidate is measured first, then the incumbent, then the candidate again: as many workers as
 # A/B/A for a candidate the first run does not reject, and as symmetric against drift.
 TRIAGE_SCHEDULE: tuple[Side, ...] = ("candidate", "incumbent", "candidate")
@@ -246,7 +247,8 @@ class Referee:
         state = dataclasses.replace(state, seconds_left=seconds_left, action=None)
         if asked.role is Role.PROFILE:
             state = dataclasses.replace(state, profile=evaluation)
-            veto = profile_evidence.failed_profile_veto(evaluation)
+            # the profile worker's deadline is the run's: one that ends with no time left was cut by it
+            veto = profile_evidence.failed_profile_veto(evaluation, run_time_out=seconds_left <= RUN_END_SLACK_SECONDS)
             return self._rule(state, veto, ()) if veto else self._call_deep(state, ())
         assert state.deep_call is not None
         return self._judge_profiles(dataclasses.replace(state, deep_profile=evaluation), state.deep_call, ())

@@ -193,6 +193,22 @@ def test_a_promoted_candidate_is_profiled_once_and_promoted_when_its_profile_agr
     assert ruling.profile is ruling.evaluations[-1] and ruling.profiles["c"].profile == proton(FAST)
 
 
+def test_a_profile_run_the_runs_end_cuts_is_said_to_be_cut_not_failed():
+    """On an H100 a 1.42x softmax candidate's profile worker timed out in verify when the run's time ran out, and
+    its ruling read "the candidate's profile run ended timeout". Not promoted without its profile either way; the
+    reason now says the run's time was what ran out."""
+    judge = referee()
+    timed_out = Evaluation(label="profile", status=EvaluationStatus.TIMEOUT, cases=[],
+                           reason="timed out in verify (case c) after 1.2 s")
+    cut, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), profile_run=timed_out, seconds_after_profile=0.0)
+    assert not cut.promoted
+    assert cut.decision.reason.startswith("profile veto: the run's time ran out during the candidate's profile run")
+    failed, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), profile_run=timed_out,
+                      seconds_after_profile=120.0)
+    assert not failed.promoted
+    assert failed.decision.reason.startswith("profile veto: the candidate's profile run ended timeout")
+
+
 def test_a_promoted_candidate_whose_profile_disagrees_with_its_benchmark_is_not_promoted():
     judge = referee()
     ruling, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), candidate_profile=proton(FAST / 3))
