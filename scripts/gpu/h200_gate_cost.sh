@@ -2,7 +2,7 @@
 # What a gated candidate costs on the H200 (docs/performance.md): the softmax and matmul examples tuned for 240 s
 # each, then scripts/gate_cost.py's table (gated, triaged on one worker, median gated wall, verify and the first
 # recording per worker) and the fork server's line (its imports and torch's dispatch warm-up, paid once).
-#   bash scripts/gpu/h200_gate_cost.sh        (about 8 minutes; everything under $OUT, summary.txt last)
+#   bash scripts/gpu/h200_gate_cost.sh        (about 9 minutes; everything under $OUT, summary.txt last)
 source "$(dirname "$0")/common.sh"
 set +e
 gpu_facts | tee -a "$OUT/summary.txt"
