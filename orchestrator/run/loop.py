@@ -1,4 +1,4 @@
-"""The optimization loop as phases: freeze, baseline, rounds x candidates, revalidate, finish.
+"""The optimization loop as phases: preflight, freeze, baseline, rounds x candidates, revalidate, finish.
 Long because: each phase has its resumed form next to it (`--resume`, docs/resume.md), sharing one RunState; the
 end revalidates next-best finalists after a failed one (run/finalists.py) and a round re-asks for refused proposals.
 
