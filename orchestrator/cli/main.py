@@ -114,7 +114,8 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     budget.add_argument("--max-candidate-seconds", type=float, metavar="S",
                         help=f"deadline of one evaluation's worker: default {defaults.max_candidate_seconds:g}")
     budget.add_argument("--max-total-seconds", type=float, metavar="S",
-                        help=f"the whole run, revalidation included: default {defaults.max_total_seconds:g}")
+                        help=f"the whole run, the built-in preflight and revalidation included: default "
+                             f"{defaults.max_total_seconds:g}")
     budget.add_argument("--min-speedup", type=float, metavar="X",
                         help="weighted geometric-mean speedup over the incumbent a candidate needs: default "
                              f"{defaults.min_speedup}")
