@@ -99,7 +99,7 @@ def validated_without_preflight(config: RunConfig, log: LiveLog,
 
 async def optimize_builtin(config: RunConfig, inputs: Inputs, log: LiveLog, output_dir: Path,
                            view: arch_mod.DeviceView | None, arch: arch_mod.ArchSpec | None,
-                           spawner: Spawner | None = None) -> tuple[str | None, dict[str, Any]]:
+                           spawner: Spawner) -> tuple[str | None, dict[str, Any]]:
     """optimize's built-in preflight, in the run's workers once its output dir exists; `view` and `arch` are
     what `optimize_preflight` returned.
 

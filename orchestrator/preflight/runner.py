@@ -281,13 +281,13 @@ def full_validation(inputs: Inputs, *, settings: Settings, arch: arch_mod.ArchSp
 async def builtin_validation(inputs: Inputs, *, settings: Settings, work_root: Path, log: LiveLog,
                              view: arch_mod.DeviceView, arch: arch_mod.ArchSpec | None,
                              parent_env: dict[str, str], autotune: AutotuneRecord | None = None,
-                             spawner: Spawner | None = None) -> BundleLock:
+                             spawner: Spawner) -> BundleLock:
     """optimize's preflight (see the module doc); the returned lock is also written to work_root. `autotune`:
     the choice optimize's own autotune step made, which these workers pin; `spawner`: the run's (its fork
-    server), so the preflight's workers pay no imports of their own (a fresh interpreter each without)."""
+    server), so the preflight's workers pay no imports of their own."""
     work_root.mkdir(parents=True, exist_ok=True)
     preflight = Preflight(inputs=inputs, settings=settings, work_root=work_root, log=log, parent_env=parent_env,
-                          autotune=autotune, spawner=spawner or SubprocessSpawner())
+                          autotune=autotune, spawner=spawner)
     bundle = preflight.freeze()
     log.event("validate status=builtin (device and negative tests; the baseline evaluation builds and verifies; "
               "run tlx-agent validate for benchmark stability and profile checks, then pass --bundle-lock)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from orchestrator.autotune.detect import autotuned_kernels
 from orchestrator.compile_ahead.ahead import remembered_in_source
@@ -113,9 +113,11 @@ class TuneProvider:
         family = family_size_for(dict(context.target.environment), context.target.backend) - 1
         weights = {case.case_id: case.weight for case in context.cases}
 
+        measured = measured_already(context)
+
         def left(ranked: list[Move]) -> list[Move]:  # what the run measured or refused is not screened again
             return [m for m in ranked if not self._search.move_screened_out(knobs, m.configuration, min_gain=min_gain)
-                    and not source_digests(m.source) & context.excluded_digests
+                    and not measured(m.source)
                     and tuple(sorted(m.configuration)) not in self._search.proposed]
 
         moves = left(moves)
@@ -134,14 +136,11 @@ class TuneProvider:
         less than a family needs yet more than the gate requires; None hands over to the single-knob policy."""
         if context.screener is None:
             return None
-        excluded = context.excluded_digests
         if context.infeasible is not None:
             self._search.remember(remembered_in_source(context.infeasible, context.incumbent_source, context.target),
                                   set(triton_names(knobs).values()))
 
-        def seen(source: str) -> bool:
-            return bool(source_digests(source) & excluded)
-
+        seen = measured_already(context)
         screened = await self._search.next_screened(
             knobs, context.incumbent_source, context.screener.screen, excluded=seen,
             family_size=family_size_for(dict(context.target.environment), context.target.backend),
@@ -156,8 +155,7 @@ class TuneProvider:
         percent, far more than that error."""
         if context.screener is None or interpreted(dict(context.target.environment), context.target.backend):
             return None
-        screened = self._search.near_miss(knobs, min_gain=min_gain,
-                                          excluded=lambda source: bool(source_digests(source) & context.excluded_digests))
+        screened = self._search.near_miss(knobs, min_gain=min_gain, excluded=measured_already(context))
         return None if screened is None else screened_proposal(context, knobs, screened)
 
     def resume_from(self, history: Sequence[ExperimentRecord]) -> None:
@@ -166,6 +164,11 @@ class TuneProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def measured_already(context: ProposalContext) -> Callable[[str], bool]:
+    """Whether the run already measured or refused a source (its digests among the context's excluded ones)."""
+    return lambda source: bool(source_digests(source) & context.excluded_digests)
 
 
 def screened_proposal(context: ProposalContext, knobs: list[Knob], screened: Screened) -> Proposal:

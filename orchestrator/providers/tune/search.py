@@ -96,12 +96,10 @@ class FamilySearch:
     # proposes from those the present incumbent controlled
     measured: dict[tuple[tuple[str, int], ...], list[Screened]] = field(default_factory=dict)
     proposed: set[tuple[tuple[str, int], ...]] = field(default_factory=set)
-    # single-knob moves screened before the gate (`screen_moves`): (incumbent, move) -> the move's time relative
-    # to that incumbent in the same worker, None when it failed to build or verify there
-    moves_timed: dict[tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], float | None] = field(
+    # single-knob moves screened before the gate (`screen_moves`): (incumbent, move) -> what the move timed beside
+    # that incumbent in the same worker, None when it failed to build or verify there
+    moves_timed: dict[tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], Screened | None] = field(
         default_factory=dict)
-    # the moves screening timed beside each incumbent, as `measured` keeps the families' (`near_miss` reads both)
-    moves_measured: dict[tuple[tuple[str, int], ...], list[Screened]] = field(default_factory=dict)
     near_misses: dict[tuple[tuple[str, int], ...], int] = field(default_factory=dict)  # proposed, per incumbent
     # protected case -> the largest time ratio to the control a configuration may screen at and still go to the
     # gate (`case_limits`): one slower than that the gate's triage rejects on its first run
@@ -278,7 +276,8 @@ class FamilySearch:
         if self.near_misses.get(incumbent, 0) >= NEAR_MISSES_PER_INCUMBENT:
             return None
         bar = (1 - min_gain) * (1 + SCREENING_ERROR)
-        pool = [*self.measured.get(incumbent, ()), *self.moves_measured.get(incumbent, ())]
+        pool = [*self.measured.get(incumbent, ()),
+                *(move for (control, _), move in self.moves_timed.items() if control == incumbent and move)]
         for screened in sorted(pool, key=lambda s: s.relative):
             if screened.relative > bar:
                 return None
@@ -326,13 +325,11 @@ class FamilySearch:
             relative = _relative(result.variant.medians_us, control, weights) if result.ok else None
             if relative is not None and self.slows_a_protected_case(result.variant.medians_us, control):
                 relative = None  # the gate would reject it on a protected case: screened out as a broken one
-            self.moves_timed[(incumbent, tuple(sorted(config)))] = relative
-            if relative is not None:
-                self.moves_measured.setdefault(incumbent, []).append(Screened(
-                    config=tuple(sorted(config)), source=variant, relative=relative,
-                    scale_value=self.values.get(incumbent, 1.0) * relative, screen_label=result.label,
-                    medians_us=dict(result.variant.medians_us), control_medians_us=dict(control),
-                    family_size=len(results), ok_count=ok_count))
+            self.moves_timed[(incumbent, tuple(sorted(config)))] = None if relative is None else Screened(
+                config=tuple(sorted(config)), source=variant, relative=relative,
+                scale_value=self.values.get(incumbent, 1.0) * relative, screen_label=result.label,
+                medians_us=dict(result.variant.medians_us), control_medians_us=dict(control),
+                family_size=len(results), ok_count=ok_count)
         return judged
 
     def move_screened(self, knobs: list[Knob], configuration: tuple[tuple[str, int], ...]) -> bool:
@@ -345,8 +342,8 @@ class FamilySearch:
         key = (_config(knobs), tuple(sorted(configuration)))
         if key not in self.moves_timed:
             return False
-        relative = self.moves_timed[key]
-        return relative is None or relative > 1 - min_gain
+        move = self.moves_timed[key]
+        return move is None or move.relative > 1 - min_gain
 
     def remember(self, remembered: list[tuple[dict[str, int], str]], knob_names: set[str]) -> None:
         """Infeasible configs an earlier screening or run recorded (orchestrator/compile_ahead/ahead.py
