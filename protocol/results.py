@@ -192,6 +192,9 @@ class ExperimentRecord(StrictModel):
     # budget ..."): where profile evidence is required the candidate is not promoted without it (not a failure:
     # its runs stay correct and measured)
     profiles_not_taken: list[str] = Field(default_factory=list)
+    # promoted on its runs with no time left in the rounds for its profile: as the finalist, its revalidation's
+    # deep-profiled run is held to every candidate veto (orchestrator/decision/referee.py)
+    profile_deferred: bool = False
 
     @property
     def proposals_made(self) -> int:

@@ -23,8 +23,8 @@ from protocol.results import Evaluation, EvaluationStatus
 NO_DEEP_PROFILE_NEEDED = "summary evidence is sufficient (not near the threshold, no disagreement, no stagnation)"
 PROFILE_FOR_PROMOTION = "promoted on its runs: its profile is the evidence"
 NO_PROFILE_FOR_REJECTION = "not promoted on its runs: a rejection needs no profile"
-NO_TIME_FOR_PROFILE = "no time left before the deadline"
-BUDGET = "budget"  # `CaseMeasurement.profile_not_taken` of a profile the run's time did not allow
+DEFERRED_PROFILE_JUDGED = ("profile=judged reason='its promotion deferred its profile: this deep-profiled run is held "
+                           "to every candidate veto, against the untouched kernel'")
 
 
 def profiles_by_case(evaluation: Evaluation | None) -> dict[str, Any]:
@@ -184,24 +184,39 @@ def candidate_veto(cases: Sequence[Case], evidence: Evidence, candidate: Evaluat
             or ncu_veto(profiles, evidence) or next(iter(call.cross_checks), None))
 
 
-def unprofiled_veto(cases: Sequence[Case], required: Sequence[str]) -> str | None:
-    """The veto of a candidate promoted on its runs whose profile no time was left for: where evidence is required
-    it is not promoted without it, in the words of a profile the run's time cut."""
-    problems = [_not_taken(case.case_id, BUDGET) for case in cases if case.protected] if required else []
-    return "profile evidence: " + "; ".join(problems) if problems else None
+def no_time_for_profile(seconds_left: float, profile_seconds: float) -> str:
+    """Why a candidate promoted on its runs is not profiled now."""
+    if seconds_left <= 0:
+        return "no time left before the deadline"
+    return f"{seconds_left:.0f} s left before the deadline, a profile takes about {profile_seconds:.0f} s"
 
 
-def failed_profile_veto(profile: Evaluation, *, run_time_out: bool = False) -> str | None:
+def cut_by_run_time(cases: Sequence[Case], profile: Evaluation, *, run_time_out: bool) -> str | None:
+    """Why a candidate's profile run was cut by the run's time, or None when it was not: its worker timed out
+    with no time left of the run (`run_time_out`), or it ended ok with a protected case it had no time to
+    profile. Either way the candidate did nothing wrong there; its profile is still owed."""
+    if profile.status is EvaluationStatus.TIMEOUT and run_time_out:
+        return f"the run's time ran out during its profile run ({profile.reason})"
+    if profile.status is not EvaluationStatus.OK:
+        return None
+    unprofiled = [case.case_id for case in cases if case.protected
+                  and (measured := profile.case(case.case_id)) is not None
+                  and measured.profile_not_taken and not measured.profile]
+    return f"its profile run had no time for {', '.join(unprofiled)}" if unprofiled else None
+
+
+def deferred_line(why: str) -> str:
+    text = f"{why}: promoted on its runs; as the finalist its revalidation profiles it and applies every veto"
+    return f"profile=deferred reason={text!r}"
+
+
+def failed_profile_veto(profile: Evaluation) -> str | None:
     """The veto of a profile worker that did not end ok: it verifies the candidate again before it profiles, so
     an incorrect, crashed or timed-out candidate there is not promoted on its earlier runs (a profile that
-    outlasted its own limits failed the candidate's run when its run brought its profile). A worker that timed
-    out because the run's own time ran out (`run_time_out`: none was left when it ended) says so: the candidate
-    did nothing wrong, its required profile was not taken."""
+    outlasted its own limits failed the candidate's run when its run brought its profile). One the run's own
+    time cut is no failure of the candidate (`cut_by_run_time`: its profile is deferred)."""
     if profile.status is EvaluationStatus.OK:
         return None
-    if run_time_out and profile.status is EvaluationStatus.TIMEOUT:
-        return (f"the run's time ran out during the candidate's profile run ({profile.reason}), so the profile it "
-                "requires was not taken; not promoted without it")
     return f"the candidate's profile run ended {profile.status.value}: {profile.reason}"
 
 

@@ -1,5 +1,8 @@
 """One decision as a pure state machine: measurements in, the next action out.
 
+Long because: the whole sequence below is one machine whose steps hand each other the state; split across
+modules, each step would import the others back.
+
 A candidate (or, at revalidation, the finalist) is decided in one sequence, the same in a live run, in a replay of
 its records (`simulate.py`) and in a measurement study's trials (`study.py`):
 
@@ -23,12 +26,16 @@ its records (`simulate.py`) and in a measurement study's trials (`study.py`):
    (on the H200 a summary profile, Proton and NCU, took 24-27 s of a ~32 s worker, and most candidates are
    rejected), so a candidate the verdict does not promote is ruled on at once, and one it promotes gets its
    summary profile now, in a fresh worker that verifies it and profiles it on the same inputs, poison and flush
-   (not benchmarked); with no time left for it, or a profile the run's time cuts, it is not promoted where the
-   run requires evidence. Then a deep profile when the summary evidence calls for one and time is left, then the
+   (not benchmarked). With less time left than a profile takes (the untouched kernel's took), or a profile the
+   run's time cuts, its profile is deferred, not failed: it is promoted on its runs, and as the finalist its
+   revalidation's deep-profiled run is held to every veto below, against the untouched kernel's profile (a
+   candidate that stretches its own time to dodge its profile meets it there, and a revalidation whose profile
+   the reserve cannot take is not revalidated). Then a deep profile when the summary evidence calls for one and time is left, then the
    vetoes (required evidence missing or disagreeing with the benchmark's medians, an NCU regression, a speedup
    the profilers do not back, work moved out of `main_scope`); a veto decides again on every run. A candidate
    run recorded with its profiles (before they were taken after the verdict) is judged on them, as it was. The
-   finalist's run brings its deep profile, and is held to the required evidence alone;
+   finalist's run brings its deep profile, and is held to the required evidence alone (to every veto when its
+   promotion deferred its profile);
 5. the ruling: promoted (the driver makes it the incumbent) or not; for the finalist, revalidated or rejected.
 
 The referee never waits, reads a clock or touches a file. Its driver answers `Measure` with a run of one side in
@@ -145,6 +152,7 @@ class Ruling:
     confirmation_cut: bool  # another pair was wanted and did not fit in the time left
     verdicts: tuple[Verdict, ...]  # every verdict on the way: the first, one per pair, the veto's
     notes: tuple[str, ...] = ()
+    profile_deferred: bool = False  # promoted with its profile left to its revalidation (no time for it here)
 
     @property
     def evaluations(self) -> list[Evaluation]:
@@ -180,6 +188,10 @@ class Judgement:
     evidence: Evidence | None = None  # None: no profile evidence judged
     carried_veto: str | None = None  # a veto taken as given (a replay carries the recorded one)
     carried_noise_gate: bool | None = None  # a noise gate taken as given (records without raw samples)
+    profile_seconds: float = 0.0  # what a candidate's profile is expected to take (the untouched kernel's)
+    # a candidate: promoted with its profile left to its revalidation; a finalist: its promotion deferred its
+    # profile, so its deep-profiled run is held to every candidate veto
+    profile_deferred: bool = False
     runs: tuple[Evaluation, ...] = ()
     candidate: Evaluation | None = None  # the schedule's last candidate run
     profile: Evaluation | None = None  # the candidate's profile taken after the verdict
@@ -201,15 +213,21 @@ class Referee:
 
     def start(self, *, role: Role, test_seed: int, history: RunMedians, digests: tuple[str, str],
              evidence: Evidence | None = None, carried_veto: str | None = None,
-             carried_noise_gate: bool | None = None) -> Judgement:
-        """A decision about to measure its first run. `role`: candidate, or final at revalidation."""
+             carried_noise_gate: bool | None = None, profile_seconds: float = 0.0,
+             profile_deferred: bool = False) -> Judgement:
+        """A decision about to measure its first run. `role`: candidate, or final at revalidation.
+        `profile_seconds`: what a candidate's profile is expected to take; `profile_deferred` (a finalist only):
+        its promotion left its profile to this revalidation."""
         if role not in (Role.CANDIDATE, Role.FINAL):
             raise ValueError(f"a referee decides candidates and finalists, not {role.value!r} runs")
+        if profile_deferred and role is not Role.FINAL:
+            raise ValueError("only a finalist's revalidation takes a profile its promotion deferred")
         last_incumbent_run = history.last_run(digests[1]) if self.rules.triage and role is Role.CANDIDATE else {}
         state = Judgement(role=role, test_seed=test_seed, digests=digests, history=history,
                           schedule=TRIAGE_SCHEDULE if last_incumbent_run else self.rules.schedule,
                           triage_against=last_incumbent_run or None, evidence=evidence,
-                          carried_veto=carried_veto, carried_noise_gate=carried_noise_gate)
+                          carried_veto=carried_veto, carried_noise_gate=carried_noise_gate,
+                          profile_seconds=max(profile_seconds, 0.0), profile_deferred=profile_deferred)
         return dataclasses.replace(state, action=self._measure(state, state.schedule[0], pair=0, notes=()))
 
     def next(self, state: Judgement) -> Action:
@@ -247,8 +265,13 @@ class Referee:
         state = dataclasses.replace(state, seconds_left=seconds_left, action=None)
         if asked.role is Role.PROFILE:
             state = dataclasses.replace(state, profile=evaluation)
-            # the profile worker's deadline is the run's: one that ends with no time left was cut by it
-            veto = profile_evidence.failed_profile_veto(evaluation, run_time_out=seconds_left <= RUN_END_SLACK_SECONDS)
+            # the profile worker's deadline is the run's: one that ends with no time left was cut by it, and one
+            # that left a protected case unprofiled for want of time was cut too; neither fails the candidate
+            cut = profile_evidence.cut_by_run_time(self.rules.cases, evaluation,
+                                                   run_time_out=seconds_left <= RUN_END_SLACK_SECONDS)
+            if cut:
+                return self._defer(state, (profile_evidence.deferred_line(cut),))
+            veto = profile_evidence.failed_profile_veto(evaluation)
             return self._rule(state, veto, ()) if veto else self._call_deep(state, ())
         assert state.deep_call is not None
         return self._judge_profiles(dataclasses.replace(state, deep_profile=evaluation), state.deep_call, ())
@@ -309,6 +332,11 @@ class Referee:
         if evidence is None or candidate.status is not EvaluationStatus.OK:
             return self._rule(state, None, notes)
         if state.role is Role.FINAL:
+            if state.profile_deferred:  # its promotion had no profile: this one is judged as a candidate's
+                call = profile_evidence.deep_profile_call(self.rules.cases, evidence, candidate, verdict,
+                                                          self.rules.budget.min_speedup)
+                return self._judge_profiles(dataclasses.replace(state, deep_call=call), call,
+                                            (*notes, profile_evidence.DEFERRED_PROFILE_JUDGED))
             return self._rule(state, profile_evidence.evidence_veto(self.rules.cases, evidence.required, candidate,
                                                                     verdict), notes)
         if profile_evidence.carries_profiles(candidate):  # a run recorded with its profiles: judged on them
@@ -316,12 +344,17 @@ class Referee:
         if verdict.decision.status is not DecisionStatus.PROMOTED:
             return self._rule(state, None, (*notes, profile_evidence.profile_line(
                 False, profile_evidence.NO_PROFILE_FOR_REJECTION)))
-        if state.seconds_left <= 0:
-            return self._rule(state, profile_evidence.unprofiled_veto(self.rules.cases, evidence.required),
-                              (*notes, profile_evidence.profile_line(False, profile_evidence.NO_TIME_FOR_PROFILE)))
+        if state.seconds_left <= 0 or state.seconds_left < state.profile_seconds:
+            return self._defer(state, (*notes, profile_evidence.deferred_line(
+                profile_evidence.no_time_for_profile(state.seconds_left, state.profile_seconds))))
         why = profile_evidence.PROFILE_FOR_PROMOTION
         return self._ask(state, Profile("summary", ("promoted",), Role.PROFILE,
                                         (*notes, profile_evidence.profile_line(True, why))))
+
+    def _defer(self, state: Judgement, notes: tuple[str, ...]) -> Judgement:
+        """Promoted on its runs with its profile left to its revalidation: the run's time, not the candidate,
+        kept it from being taken here."""
+        return self._rule(dataclasses.replace(state, profile_deferred=True), None, notes)
 
     def _call_deep(self, state: Judgement, notes: tuple[str, ...]) -> Judgement:
         """The summary evidence read against the verdict: a deep profile when it calls for one and time is left."""
@@ -361,7 +394,8 @@ class Referee:
             role=state.role, verdict=verdict, noise=state.noise, runs=state.runs, profile=state.profile,
             deep_profile=state.deep_profile,
             history=state.history, profiles=state.profiles, pairs=state.pairs,
-            confirmation_cut=state.confirmation_cut, verdicts=verdicts, notes=notes))
+            confirmation_cut=state.confirmation_cut, verdicts=verdicts, notes=notes,
+            profile_deferred=state.profile_deferred and state.role is Role.CANDIDATE))
 
 
 def _asked(state: Judgement, action: type[Asked], evaluation: Evaluation, what: str) -> Asked:

@@ -609,7 +609,9 @@ class OptimizationRun:
             state, revalidation, role=Role.FINAL, candidate=Source(final_path, normalized_digest(incumbent.source)),
             incumbent=Source(baseline_path, normalized_digest(self.inputs.kernel_source)), deadline=state.deadline,
             test_seed=self.draw_test_seed(revalidation),
-            evidence=profile_step.evidence(self.evaluator, state, baseline_evaluation))
+            evidence=profile_step.evidence(self.evaluator, state, baseline_evaluation),
+            profile_deferred=any(e.profile_deferred for e in state.experiments
+                                 if e.experiment_id == incumbent.experiment_id))
         record = ExperimentRecord(experiment_id=revalidation, parent_id=incumbent.experiment_id,
                                   source_sha256=raw_digest(incumbent.source),
                                   normalized_sha256=normalized_digest(incumbent.source), source_path=str(final_path),
@@ -685,6 +687,7 @@ def apply_ruling(record: ExperimentRecord, ruling: Ruling) -> None:
     record.comparisons = verdict.comparisons
     record.aggregate_speedup = verdict.aggregate_speedup
     record.profiles_not_taken = profiles_not_taken(ruling.evaluations)
+    record.profile_deferred = ruling.profile_deferred
     if verdict.test is not None:
         record.statistics = verdict.test.model_dump(mode="json")
         record.statistics["between_run_noise"] = ruling.noise.as_dict()

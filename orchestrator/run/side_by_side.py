@@ -18,7 +18,7 @@ import trio
 from orchestrator.decision.evidence import Evidence
 from orchestrator.decision.referee import Measure, NoiseRule, Profile, Referee, Rules, Ruling
 from orchestrator.decision.schedule import measurement_schedule
-from orchestrator.decision.time_budget import profile_cutoff
+from orchestrator.decision.time_budget import profile_cutoff, profile_seconds_by_case
 from orchestrator.ledger import reporting
 from orchestrator.ledger.artifacts import write_json
 from orchestrator.run.evaluator import Evaluates
@@ -55,11 +55,15 @@ class SideBySide:
         self.referee = Referee(decision_rules(evaluator))
 
     async def decide(self, state: RunState, experiment_id: str, *, role: Role, candidate: Source, incumbent: Source,
-                     deadline: float, test_seed: int, evidence: Evidence | None) -> Ruling:
-        """Measure what the referee asks for until it rules; the run's noise history then holds every run."""
+                     deadline: float, test_seed: int, evidence: Evidence | None,
+                     profile_deferred: bool = False) -> Ruling:
+        """Measure what the referee asks for until it rules; the run's noise history then holds every run.
+        `profile_deferred`: the finalist's promotion left its profile to this revalidation."""
         evaluator, log = self.evaluator, self.evaluator.log
-        judgement = self.referee.start(role=role, test_seed=test_seed, history=state.run_medians,
-                                      digests=(candidate.digest, incumbent.digest), evidence=evidence)
+        judgement = self.referee.start(
+            role=role, test_seed=test_seed, history=state.run_medians, digests=(candidate.digest, incumbent.digest),
+            evidence=evidence, profile_seconds=sum(profile_seconds_by_case(state.experiments).values()),
+            profile_deferred=profile_deferred)
         while True:
             action = self.referee.next(judgement)
             for note in action.notes:

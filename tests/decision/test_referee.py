@@ -193,19 +193,24 @@ def test_a_promoted_candidate_is_profiled_once_and_promoted_when_its_profile_agr
     assert ruling.profile is ruling.evaluations[-1] and ruling.profiles["c"].profile == proton(FAST)
 
 
-def test_a_profile_run_the_runs_end_cuts_is_said_to_be_cut_not_failed():
+DEFERRED = "profile=deferred reason="
+
+
+def test_a_profile_run_the_runs_end_cuts_defers_the_profile_to_the_revalidation():
     """On an H100 a 1.42x softmax candidate's profile worker timed out in verify when the run's time ran out, and
-    its ruling read "the candidate's profile run ended timeout". Not promoted without its profile either way; the
-    reason now says the run's time was what ran out."""
+    it was not promoted: its profile owed nothing to the candidate. It is now promoted on its runs with its
+    profile deferred to its revalidation. A profile run that times out with time still left is the candidate's
+    own failure."""
     judge = referee()
     timed_out = Evaluation(label="profile", status=EvaluationStatus.TIMEOUT, cases=[],
                            reason="timed out in verify (case c) after 1.2 s")
     cut, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), profile_run=timed_out, seconds_after_profile=0.0)
-    assert not cut.promoted
-    assert cut.decision.reason.startswith("profile veto: the run's time ran out during the candidate's profile run")
+    assert cut.promoted and cut.profile_deferred and cut.verdict.decision.gates["profile"] is True
+    assert cut.notes[-1].startswith(DEFERRED + "\"the run's time ran out during its profile run (timed out in verify")
+    assert [e.label for e in cut.evaluations][-1] == "profile"  # the cut run stays in the record
     failed, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), profile_run=timed_out,
                       seconds_after_profile=120.0)
-    assert not failed.promoted
+    assert not failed.promoted and not failed.profile_deferred
     assert failed.decision.reason.startswith("profile veto: the candidate's profile run ended timeout")
 
 
@@ -223,23 +228,59 @@ def test_a_promoted_candidate_whose_profile_disagrees_with_its_benchmark_is_not_
 def test_a_promoted_candidate_without_its_profile_is_not_promoted():
     judge = referee()
     missing, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), candidate_profile=None)
-    assert not missing.promoted
+    assert not missing.promoted and not missing.profile_deferred
     assert missing.decision.reason == "profile veto: profile evidence: profile missing for c: Proton (no profile came back)"
-    not_taken = "profile veto: profile evidence: not taken for c (budget: the run's time ran out before it; not " \
-                "promoted without it)"
+
+
+def test_a_profile_the_runs_time_does_not_allow_is_deferred_not_failed():
+    judge = referee()
+    # the profile worker had no time for a protected case: deferred, the candidate promoted on its runs
     cut_run = run(Role.PROFILE.value, FAST, 9)
     cut_run.cases[0].profile_not_taken = "budget"
     cut, _ = drive(judge, open_candidate(judge, evidence=REQUIRED), profile_run=cut_run)
-    assert not cut.promoted and cut.decision.reason == not_taken
-    assert [e.label for e in cut.evaluations][-1] == "profile"
-    # no time left for it at all: not asked for, and not promoted without it
-    unfit, asked = drive(judge, open_candidate(judge, evidence=REQUIRED), seconds_left=0.0)
-    assert not any(isinstance(a, Profile) for a in asked)
-    assert not unfit.promoted and unfit.decision.reason == not_taken
-    assert unfit.notes[-1] == "profile=skipped reason='no time left before the deadline'"
-    # a run that requires no evidence decides on the measurements
-    measured, _ = drive(judge, open_candidate(judge, evidence=Evidence()), seconds_left=0.0)
-    assert measured.promoted
+    assert cut.promoted and cut.profile_deferred
+    assert cut.notes[-1].startswith(DEFERRED + "'its profile run had no time for c: promoted on its runs")
+    # no time left for it at all, or less than a profile takes: not asked for, deferred
+    for left, why in ((0.0, "no time left before the deadline"),
+                      (20.0, "20 s left before the deadline, a profile takes about 35 s")):
+        unfit, asked = drive(judge, open_candidate(judge, evidence=REQUIRED, profile_seconds=35.0), seconds_left=left)
+        assert not any(isinstance(a, Profile) for a in asked)
+        assert unfit.promoted and unfit.profile_deferred and unfit.notes[-1].startswith(f"{DEFERRED}'{why}:")
+    # with the time a profile takes, it is taken
+    fits, asked = drive(judge, open_candidate(judge, evidence=REQUIRED, profile_seconds=35.0), seconds_left=40.0,
+                        candidate_profile=proton(FAST))
+    assert any(isinstance(a, Profile) for a in asked) and fits.promoted and not fits.profile_deferred
+    # a rejected candidate defers nothing
+    slow, _ = drive(judge, open_candidate(judge, evidence=REQUIRED, profile_seconds=35.0), seconds_left=0.0,
+                    candidate_us=SLOW * 1.03)
+    assert not slow.promoted and not slow.profile_deferred
+    with pytest.raises(ValueError, match="only a finalist"):
+        open_candidate(judge, profile_deferred=True)
+
+
+def test_a_finalist_whose_profile_was_deferred_is_held_to_every_veto():
+    """Held to the required evidence alone, a finalist passes with any agreeing profile; one whose promotion
+    deferred its profile meets the candidate's vetoes there, against the untouched kernel's profile."""
+    judge = referee()
+    ncu = {"ncu": {"available": True, "duration_us": FAST * 1.05}}
+    theirs = Evidence(required=("proton",), incumbent_profiles={"c": {"ncu": {"available": True,
+                                                                          "duration_us": FAST}}})
+    regressed = {**proton(FAST), **ncu}
+    plain, _ = drive(judge, open_candidate(judge, Role.FINAL, evidence=theirs), candidate_profile=regressed)
+    assert plain.promoted and plain.decision.status is DecisionStatus.REVALIDATED
+    deferred, asked = drive(judge, open_candidate(judge, Role.FINAL, evidence=theirs, profile_deferred=True),
+                            candidate_profile=regressed)
+    assert not any(isinstance(a, Profile) for a in asked)  # its deep-profiled run is the evidence
+    assert deferred.decision.status is DecisionStatus.REJECTED and not deferred.profile_deferred
+    assert deferred.decision.reason.startswith("profile veto: ncu duration regressed")
+    assert deferred.notes[0].startswith("profile=judged reason='its promotion deferred its profile")
+    agreed, _ = drive(judge, open_candidate(judge, Role.FINAL, evidence=theirs, profile_deferred=True),
+                      candidate_profile={**proton(FAST), "ncu": {"available": True, "duration_us": FAST * 0.9}})
+    assert agreed.decision.status is DecisionStatus.REVALIDATED
+    # a finalist whose revalidation could not profile it either is not revalidated
+    missing, _ = drive(judge, open_candidate(judge, Role.FINAL, evidence=theirs, profile_deferred=True),
+                       candidate_profile=None)
+    assert missing.decision.status is DecisionStatus.REJECTED and "profile missing for c" in missing.decision.reason
 
 
 def test_a_profile_run_that_fails_keeps_the_candidate_from_promotion():

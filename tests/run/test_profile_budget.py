@@ -2,9 +2,9 @@
 
 Real workers (`run_evaluation`) on the profiled synthetic bundle (tests/e2e/profiled: its profiler takes
 `PROFILE_SECONDS` per case), then the real loop in-process (tests/run/fake_evaluator.py) for what the referee makes
-of a profile not taken: a correct, faster candidate keeps its measurements but is not promoted without the
-evidence the run requires (how long it takes before its profile is the candidate's to stretch), and a profile
-missing for any other reason vetoes it too."""
+of a profile not taken: a correct, faster candidate is promoted on its runs with its profile deferred to its
+revalidation, where it meets every veto (how long it takes before its profile is the candidate's to stretch, so
+it is never excused, only moved), and a profile missing for any other reason vetoes it."""
 
 from __future__ import annotations
 
@@ -93,28 +93,43 @@ FASTER = synthetic_kernel(50.0)
 PROFILED_BUNDLE = PROJECT_ROOT / "tests" / "e2e" / "synthetic"
 
 
-def test_a_candidate_whose_profile_the_budget_cut_keeps_its_measurements_but_is_not_promoted(tmp_path):
+def test_a_candidate_whose_profile_the_budget_cut_is_promoted_and_profiled_at_its_revalidation(tmp_path):
     cut = {("r001-c000", "profile")}
     run = run_in_process(PROFILED_BUNDLE, tmp_path / "out",
                          ReplayProvider(write_candidates(tmp_path / "cands", [FASTER])), profiled(not_taken=cut),
                          budget=Budget(max_rounds=1, candidates_per_round=1, max_total_seconds=3600), profile=True)
     assert run.result.report.profile_evidence == ["proton"]  # required of every candidate in this run
+    assert run.decisions() == {"baseline": "baseline", "r001-c000": "promoted", "final": "revalidated"}
     record = run.experiment("r001-c000")
-    assert record.decision.status.value == "rejected"
-    assert record.decision.reason.startswith("profile veto: profile evidence: not taken for small (budget: the "
-                                             "run's time ran out before it; not promoted without it); not taken "
-                                             "for large")
+    assert record.profile_deferred and record.decision.gates["profile"] is True
     candidate = next(e for e in record.evaluations if e.label == "candidate")
     assert candidate.status is EvaluationStatus.OK and all(c.correct and c.stats for c in candidate.cases)
     assert record.profiles_not_taken == [
         "profile run, case small: profile not taken: budget (the run's time for it ran out)",
         "profile run, case large: profile not taken: budget (the run's time for it ran out)"]
     assert any("r001-c000 profile_not_taken=budget" in line for line in run.log_lines)
+    assert any("r001-c000 profile=deferred reason='its profile run had no time for small, large" in line
+               for line in run.log_lines)
     # the candidate's runs are not profiled; its profile, after the verdict, was given until the deadline
     assert [r.profile_level for r in run.evaluator.requests if r.experiment_id == "r001-c000"] == [
         None, None, None, "summary"]
     request = next(r for r in run.evaluator.requests if r.tag == "profile")
     assert request.role is Role.PROFILE and not request.benchmark and request.profile_until == request.deadline
+    # its revalidation's deep-profiled run was judged as a candidate's profile would have been
+    assert any("final profile=judged reason='its promotion deferred its profile" in line for line in run.log_lines)
+    assert not run.experiment("final").profile_deferred
+
+
+def test_a_deferred_profile_the_revalidation_cannot_take_either_is_not_revalidated(tmp_path):
+    cut = {("r001-c000", "profile"), ("final", "1-final")}
+    run = run_in_process(PROFILED_BUNDLE, tmp_path / "out",
+                         ReplayProvider(write_candidates(tmp_path / "cands", [FASTER])), profiled(not_taken=cut),
+                         budget=Budget(max_rounds=1, candidates_per_round=1, max_total_seconds=3600), profile=True)
+    assert run.decisions() == {"baseline": "baseline", "r001-c000": "promoted", "final": "rejected"}
+    assert run.experiment("final").decision.reason.startswith(
+        "profile veto: profile evidence: not taken for small (budget: the run's time ran out before it; not promoted "
+        "without it)")
+    assert run.result.winner_experiment_id == "baseline"
 
 
 def test_without_required_evidence_no_candidate_is_profiled_and_a_budget_cut_one_decides_nothing(tmp_path):
