@@ -38,6 +38,7 @@ class CaseOutcome(StrictModel):
     percent_of_memory_peak: float | None = None
     percent_of_flop_peak: float | None = None
     percent_of_copy_ceiling: float | None = None
+    copy_gap: str | None = None  # a memory-bound case below 85 % of the copy ceiling: the limit that stops it
 
 
 class CompletionReport(StrictModel):

@@ -258,6 +258,9 @@ class CaseReport(StrictModel):
     percent_of_memory_peak: float | None = None
     percent_of_flop_peak: float | None = None
     percent_of_copy_ceiling: float | None = None
+    # a memory-bound case below 85 % of the copy ceiling: the limit that stops it, with its numbers
+    # (orchestrator/decision/copy_gap.py); None when it reaches the ceiling or is not memory-bound
+    copy_gap: str | None = None
 
 
 class CommitRecord(StrictModel):

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.decision.copy_gap import copy_gaps
 from orchestrator.decision.evidence import profiles_by_case
 from orchestrator.decision.physics import device_peaks_line, evaluation_rates
 from orchestrator.decision.profile_rules import ncu_duration_us, number, profile_value, tools_with_evidence
@@ -219,6 +220,7 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                  provider_failures: int = 0, finalists: list[FinalistAttempt] | None = None) -> RunResult:
     speedups = {row.case_id: row for row in final_record.comparisons} if final_record else {}
     rates = {rate.case_id: rate for rate in evaluation_rates(final or baseline, baseline.worker.device)}
+    gaps = copy_gaps(final or baseline, baseline.worker.device)
     workload = []
     for case in inputs.cases:
         base_median, base_cv = _median(baseline, case.case_id)
@@ -237,7 +239,8 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
             achieved_flop_per_s=rate.flop_per_s if rate else None,
             percent_of_memory_peak=rate.percent_of_memory_peak if rate else None,
             percent_of_flop_peak=rate.percent_of_flop_peak if rate else None,
-            percent_of_copy_ceiling=rate.percent_of_copy_ceiling if rate else None))
+            percent_of_copy_ceiling=rate.percent_of_copy_ceiling if rate else None,
+            copy_gap=gaps.get(case.case_id)))
     aggregate = final_record.aggregate_speedup if final_record else 1.0
     required = tools_with_evidence(profiles_by_case(baseline)) if config.profile else []
     evaluations = [evaluation for record in state_experiments for evaluation in record.evaluations]
@@ -368,7 +371,9 @@ def run_summary(result: RunResult, cases: list[Case], max_case_regression: float
                            baseline_median_us=case.baseline_median_us, final_median_us=case.final_median_us,
                            speedup=case.speedup, final_cv=case.final_cv, correct=case.correct,
                            percent_of_memory_peak=case.percent_of_memory_peak,
-                           percent_of_flop_peak=case.percent_of_flop_peak) for case in report.workload],
+                           percent_of_flop_peak=case.percent_of_flop_peak,
+                           percent_of_copy_ceiling=case.percent_of_copy_ceiling, copy_gap=case.copy_gap)
+               for case in report.workload],
         experiments=[ExperimentLine(experiment_id=record.experiment_id,
                                     decision=record.decision.status.value if record.decision else "undecided",
                                     aggregate_speedup=record.aggregate_speedup,

@@ -89,6 +89,7 @@ class CaseLatency(BaseModel):
     final_copy_fraction: float | None  # of the copy ceiling measured in the run
     final_flop_peak_fraction: float | None  # of the datasheet FLOP/s for `flop_dtype`
     slower: bool = False  # the final runs slower than the baseline on this protected case
+    copy_gap: str | None = None  # a memory-bound case below 85 % of the copy ceiling: what stops it (result.json)
 
 
 class ProgressPoint(BaseModel):
@@ -282,6 +283,7 @@ def case_latencies(
                 final_flop_peak_fraction=_fraction(final_flops, ceilings.flop_per_s(dtype) if ceilings and dtype
                                                    else None),
                 slower=case.protected and case.speedup is not None and case.speedup < 1.0 - allowance,
+                copy_gap=case.copy_gap,
             )
         )
     return rows

@@ -274,7 +274,16 @@ def _latency_section(view: RunPage) -> list[Safe]:
             rows,
             ["slower" if row.slower else "" for row in view.latencies],
         ),
+        *_copy_gaps(view),
     ]
+
+
+def _copy_gaps(view: RunPage) -> list[Safe]:
+    gaps = [(row.case_id, row.copy_gap) for row in view.latencies if row.copy_gap]
+    if not gaps:
+        return []
+    return [tag("p", "Memory-bound cases below 85 % of the copy ceiling, and what stops each:"),
+            tag("ul", join((tag("li", f"{case_id}: {gap}") for case_id, gap in gaps), ""))]
 
 
 def _profile_section(view: RunPage) -> list[Safe]:

@@ -210,3 +210,18 @@ def test_screenshot_in_a_headless_browser(html_run, tmp_path):
         check=False,
     )
     assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_a_case_short_of_the_copy_ceiling_says_what_stops_it(run_dir, html_run, tmp_path):
+    assert "below 85 % of the copy ceiling" not in parse_page(html_run[1]).text  # the synthetic cases move no bytes
+    copied = tmp_path / "out"
+    shutil.copytree(run_dir, copied)
+    result = json.loads((copied / "result.json").read_text())
+    gap = "41 % of the copy ceiling: occupancy: 46 % of the warps an SM holds were active (1 warp(s) per program)"
+    result["report"]["workload"][0]["copy_gap"] = gap
+    (copied / "result.json").write_text(json.dumps(result))
+    report = run_cli("report", copied, "--format", "html")
+    assert report.returncode == 0, report.stderr
+    text = parse_page(Path(json.loads(report.stdout)["html"]).read_text(encoding="utf-8")).text
+    assert "Memory-bound cases below 85 % of the copy ceiling, and what stops each:" in text
+    assert f"{result['report']['workload'][0]['case_id']}: {gap}" in text
