@@ -10,7 +10,8 @@ orchestrator's token sweep reads) and then runs `sandbox_worker.server.main()`, 
 layer itself. The server reaps its children and reports each exit status.
 
 Control socket (SOCK_SEQPACKET, one JSON object per datagram; EOF ends the server):
-    server -> orchestrator   ready {pid, preloaded, missing, import_seconds, environ_room, cuda_initialized, problem}
+    server -> orchestrator   ready {pid, preloaded, missing, import_seconds, dispatch_warm_seconds,
+                                    triton_key_seconds, environ_room, cuda_initialized, problem}
                              forked {request_id, pid} with a pidfd; refused {request_id, reason}
                              exited {pid, returncode}  (subprocess convention: -N for death by signal N)
     orchestrator -> server   fork {request_id, env, cwd} with [protocol, stdout, stderr]
@@ -43,6 +44,7 @@ PARENT_VARIABLE = "TLX_FORKSERVER_PARENT"  # the orchestrator's pid, to catch it
 # started with, and a forked worker rewrites that block in place with its own environment (`_show_environment`).
 ROOM_VARIABLE = "TLX_FORKSERVER_ENVIRON_ROOM"
 # "1": also warm torch's Python dispatch (a GPU run's candidate processes record through it; judged/recording.py)
+# and compute Triton's cache key (each candidate process keys its kernels by it; judged/warm.py)
 WARM_DISPATCH_VARIABLE = "TLX_FORKSERVER_WARM_DISPATCH"
 PRELOADED = ("torch", "triton", "triton.language", "sandbox_worker.server", "sandbox_worker.profiling")
 PASSED_FDS = 3  # protocol, stdout, stderr
@@ -62,11 +64,14 @@ def main() -> int:
     _die_with_parent()
     started = time.perf_counter()
     preloaded, missing = _preload()
-    warmed = _warm_dispatch(missing) if os.environ.pop(WARM_DISPATCH_VARIABLE, "") == "1" else None
+    warm = os.environ.pop(WARM_DISPATCH_VARIABLE, "") == "1"
+    warmed = _warm_dispatch(missing) if warm else None
+    keyed = _warm_triton_key(missing) if warm else None
     _quiesce_threads()
     ready: dict[str, Any] = {
         "kind": "ready", "pid": os.getpid(), "preloaded": preloaded, "missing": missing,
         "import_seconds": time.perf_counter() - started, "dispatch_warm_seconds": warmed,
+        "triton_key_seconds": keyed,
         "environ_room": _environ_room(), "cuda_initialized": _cuda_initialized(), "problem": _fork_problem(),
     }
     if not _send(control, ready) or ready["problem"]:
@@ -142,6 +147,18 @@ def _warm_dispatch(missing: dict[str, str]) -> float | None:
         return warm_dispatch_mode()
     except Exception as exc:  # noqa: BLE001 - reported in `ready`; the server still serves
         missing["torch dispatch warm-up"] = f"{type(exc).__name__}: {exc}"[:300]
+        return None
+
+
+def _warm_triton_key(missing: dict[str, str]) -> float | None:
+    """sandbox_worker.judged.warm.warm_triton_key, its seconds; a failure is named in `missing` (each candidate
+    process then computes the key at its first kernel call, as before)."""
+    try:
+        from sandbox_worker.judged.warm import warm_triton_key
+
+        return warm_triton_key()
+    except Exception as exc:  # noqa: BLE001 - reported in `ready`; the server still serves
+        missing["triton cache key"] = f"{type(exc).__name__}: {exc}"[:300]
         return None
 
 

@@ -81,6 +81,7 @@ class ServerReady(_Message):
     missing: dict[str, str]
     import_seconds: float
     dispatch_warm_seconds: float | None = None  # torch's Python dispatch warmed (GPU runs), its seconds
+    triton_key_seconds: float | None = None  # Triton's cache key computed (GPU runs), its seconds
     environ_room: int
     cuda_initialized: bool
     problem: str | None
@@ -244,6 +245,7 @@ class ForkServer:
         return {"pid": self.popen.pid, "broken": self.broken, "live_workers": len(self._live),
                 "import_seconds": self.ready.import_seconds if self.ready else None,
                 "dispatch_warm_seconds": self.ready.dispatch_warm_seconds if self.ready else None,
+                "triton_key_seconds": self.ready.triton_key_seconds if self.ready else None,
                 "preloaded": len(self.ready.preloaded) if self.ready else 0,
                 "missing": dict(self.ready.missing) if self.ready else {}}
 
@@ -421,6 +423,7 @@ def ready_line(ready: ServerReady) -> str:
     """The live log's line for the run's first forked worker: what the server paid once for every worker."""
     warm = ("" if ready.dispatch_warm_seconds is None
             else f" dispatch_warm_s={ready.dispatch_warm_seconds:.2f}")
+    warm += "" if ready.triton_key_seconds is None else f" triton_key_s={ready.triton_key_seconds:.2f}"
     return (f"worker start: forked by the fork server (pid {ready.pid}, imports_s={ready.import_seconds:.2f}"
             f"{warm}), as every later worker is while it serves")
 

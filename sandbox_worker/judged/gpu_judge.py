@@ -77,8 +77,10 @@ class GpuJudge(Judge):
         from sandbox_worker.harness_kit.entry_point import device_for
         from sandbox_worker.judged.process import CandidateProcess
         from sandbox_worker.judged.recording import warm_dispatch_mode
+        from sandbox_worker.judged.warm import warm_triton_key
 
         warm_dispatch_mode()  # the candidate process records through it; warm here (no-op after the fork server's)
+        warm_triton_key()  # and keys its kernels by it (likewise)
         process = CandidateProcess.fork(writable_dirs, own_pid_namespace)
         activate_triton_cuda()  # after the fork: the candidate process initialises CUDA on its own
         # before any candidate code runs, the worker's Triton cache holds only the run's seed and what the line

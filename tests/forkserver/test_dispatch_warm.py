@@ -1,7 +1,9 @@
 """A GPU run's fork server warms torch's Python dispatch before it forks (sandbox_worker/judged/recording.py
 `warm_dispatch_mode`): each candidate process records its entry through a TorchDispatchMode, and the first one a
-process enters imports about 900 modules (2.3 s of every worker's verify on the H200). A worker forked from the
-warm server enters its first mode at once; the server stays single-threaded and never initialises CUDA.
+process enters imports about 900 modules (2.3 s of every worker's verify on the H200). It also computes Triton's
+cache key (sandbox_worker/judged/warm.py), which every process hashed at its first kernel call. A worker forked
+from the warm server enters its first mode and keys its first kernel at once; the server stays single-threaded
+and never initialises CUDA.
 
 Real processes: a fork server started as a GPU run starts it, a forked worker whose harness times its own first
 dispatch mode at import.
@@ -36,8 +38,15 @@ TIMING_HARNESS = textwrap.dedent('''
     _started = time.perf_counter()
     with _Through():
         torch.ones(2).mul_(3)
+    _first_mode = time.perf_counter() - _started
+
+    from triton.runtime.cache import triton_key
+    _key_cached = triton_key.cache_info().currsize
+    _started = time.perf_counter()
+    triton_key()
     with open(os.path.join(os.environ["TLX_WORKER_SCRATCH"], "dispatch.json"), "w") as out:
-        json.dump({"first_mode_seconds": time.perf_counter() - _started,
+        json.dump({"first_mode_seconds": _first_mode, "triton_key_cached": _key_cached,
+                   "triton_key_seconds": time.perf_counter() - _started,
                    "threads": len(os.listdir("/proc/self/task")),
                    "tempdir": tempfile.gettempdir(), "TMPDIR": os.environ.get("TMPDIR")}, out)
 
@@ -83,11 +92,15 @@ def test_a_warm_server_forks_workers_whose_first_dispatch_mode_costs_nothing(tmp
     assert found["server_threads"] == 1
     # the forked worker's own first mode: the imports are already there (a cold one takes over a second)
     assert found["worker"]["first_mode_seconds"] < 0.2, found["worker"]
+    # Triton's cache key (a hash of its files and its 400 MB libtriton.so: 0.6 s here) came computed with the fork
+    assert ready.triton_key_seconds is not None and ready.triton_key_seconds > 0.1
+    assert found["worker"]["triton_key_cached"] == 1 and found["worker"]["triton_key_seconds"] < 0.01, found["worker"]
     # the warm-up's imports cache the server's temporary folder in `tempfile`; the worker writes in its own
     # (on the H100, Triton's .ptx files went to the server's and the sandbox refused every worker)
     assert found["worker"]["TMPDIR"] and found["worker"]["tempdir"] == found["worker"]["TMPDIR"], found["worker"]
     # the run's live log says so once, at its first forked worker
     assert len(found["said"]) == 1 and f"dispatch_warm_s={ready.dispatch_warm_seconds:.2f}" in found["said"][0]
+    assert f"triton_key_s={ready.triton_key_seconds:.2f}" in found["said"][0]
 
 
 def test_a_server_not_asked_to_warm_leaves_dispatch_cold(tmp_path):
@@ -106,3 +119,4 @@ def test_a_server_not_asked_to_warm_leaves_dispatch_cold(tmp_path):
 
     server = trio.run(main)
     assert server.ready is not None and server.ready.dispatch_warm_seconds is None
+    assert server.ready.triton_key_seconds is None
