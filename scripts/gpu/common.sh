@@ -35,6 +35,8 @@ print(f"{name}: exit={r['exit_code']} stopping={r['stopping_reason']} winner={r[
       f"aggregate={r['report']['aggregate_speedup']} wall={r['wall_seconds']:.1f}")
 for c in r["report"]["workload"]:
     print(f"  {c['case_id']:<22} base={c['baseline_median_us']} final={c['final_median_us']} speedup={c['speedup']}")
+    if c.get("copy_gap"):
+        print(f"    copy_gap: {c['copy_gap']}")
 for e in r["experiments"]:
     d = e.get("decision") or {}
     walls = ",".join(f"{ev['label']}:{ev['worker']['wall_seconds']:.1f}" for ev in e["evaluations"])
