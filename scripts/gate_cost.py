@@ -32,10 +32,12 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def gated(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The experiments the gate measured a candidate of (revalidations aside)."""
+    """The experiments the gate measured a candidate of in a worker (revalidations aside, and candidates compile
+    ahead refused before any worker: their record holds a candidate evaluation no worker ran)."""
     return [e for e in result.get("experiments", []) if e.get("experiment_id") not in ("baseline", None)
             and not str(e["experiment_id"]).startswith("final")
-            and any(ev.get("label") == "candidate" for ev in e.get("evaluations", []))]
+            and any(ev.get("label") == "candidate" and ((ev.get("worker") or {}).get("wall_seconds") or 0.0) > 0
+                    for ev in e.get("evaluations", []))]
 
 
 def triaged(experiment: dict[str, Any]) -> bool:

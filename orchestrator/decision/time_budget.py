@@ -14,20 +14,29 @@ def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: floa
     return min(max_total_seconds * 0.25, 3 * baseline_worker_seconds + 5.0)
 
 
+FULL_DECISION_RUNS = 3  # the schedule's runs (A/B/A, or B/A/B with triage) of a candidate its first run does not settle
+
+
 def expected_candidate_seconds(experiments: Sequence[ExperimentRecord]) -> float:
-    """Worker seconds the next candidate needs for its decision: the runs that decided the last measured
-    candidate (A/B/A and confirmation pairs). Its profiles are left out: the summary one is taken after a
-    promoting verdict only, which most candidates never reach (a promoted candidate whose profile finds no time
-    left is not promoted where evidence is required), and a deep one only when time remains, a deadline that cuts
-    it leaving the verdict as it was (H200, 2026-12-02: a 49 s deep profile made the 600 s matmul run expect
-    112 s and stop with 106 s left; its runs took 62 s). With no
+    """Worker seconds the next candidate needs for its decision: the runs that decided the last candidate a worker
+    measured (A/B/A and confirmation pairs), and never fewer than a full schedule of runs as long as those: a
+    candidate triage rejected on its first run, or whose first run failed, says what one run costs, not what
+    the next candidate's three cost (on an H100 a triaged 5 s candidate made the next one expect 5 s; its third
+    run was cut by the run's end). A candidate compile ahead refused before any worker says nothing. Its
+    profiles are left out: the summary one is taken after a promoting verdict only, which most candidates never
+    reach (a promoted candidate with no time left for its profile defers it to its revalidation), and a deep one
+    only when time remains, a deadline that cuts it leaving the verdict as it was (H200, 2026-12-02: a 49 s deep
+    profile made the 600 s matmul run expect 112 s and stop with 106 s left; its runs took 62 s). With no
     candidate measured yet, the least any candidate costs: two baseline workers without their profiling (a
     side-by-side needs at least an incumbent run and the candidate's own; the baseline's deep profile says
     little about a candidate). A first candidate that cannot even finish those is cut off halfway (at worker
     start on a loaded host) and decides nothing."""
-    measured = next((e for e in reversed(experiments) if e.experiment_id != "baseline" and e.evaluations), None)
-    if measured is not None:
-        return sum(e.worker.wall_seconds for e in measured.evaluations if _decides(e))
+    for record in reversed(experiments):
+        if record.experiment_id == "baseline":
+            break
+        walls = [e.worker.wall_seconds for e in record.evaluations if _decides(e) and e.worker.wall_seconds > 0]
+        if walls:
+            return sum(walls) / len(walls) * max(len(walls), FULL_DECISION_RUNS)
     baseline = next((e for e in experiments if e.experiment_id == "baseline"), None)
     walls = [_unprofiled_seconds(e) for e in baseline.evaluations
              if e.label == Role.BASELINE.value] if baseline is not None else []

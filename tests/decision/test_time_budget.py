@@ -81,3 +81,15 @@ def test_a_profile_leaves_time_for_the_runs_its_decision_still_needs():
                                      CaseMeasurement(case_id="n64M", protected=True, weight=1.0)]
     assert profile_seconds_by_case([baseline]) == {"n16M": 21.5}
     assert profile_seconds_by_case([]) == {}
+
+
+def test_a_triaged_or_refused_candidate_does_not_shrink_the_estimate_below_a_full_schedule():
+    """On an H100 a softmax candidate triage rejected on its one 5.0 s run made the next one expect 5 s; that
+    one's third run was cut by the run's end. One run says what a run costs: the next candidate is expected to
+    need three. A candidate compile ahead refused (a record with no worker run) says nothing."""
+    measured = _experiment("r002-c000", ("candidate", 5.0))
+    assert expected_candidate_seconds([_experiment("baseline", ("baseline", 9.0)), measured]) == 15.0
+    refused = _experiment("r003-c000", ("candidate", 0.0))
+    assert expected_candidate_seconds([_experiment("baseline", ("baseline", 9.0)), measured, refused]) == 15.0
+    confirmed = _experiment("r004-c000", *[("candidate", 4.0), ("incumbent", 4.0)] * 2, ("candidate", 4.0))
+    assert expected_candidate_seconds([measured, confirmed]) == 20.0  # five runs: all of them

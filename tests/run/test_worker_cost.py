@@ -93,3 +93,9 @@ def test_gate_cost_reads_a_recorded_run_and_counts_what_triage_rejected(capsys):
     assert gate_cost.main([str(recorded)]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("| run | gated | triaged |") and "| 6 | 4 |" in printed[2]
+    # candidates compile ahead refused before any worker are not gated: an H100 matmul tune refused three
+    later = PROJECT_ROOT / "docs/results/2026-12-07-h100-deferred-profile-and-triton-key/matmul_tune-result.json.gz"
+    result = gate_cost.load(later)
+    refused = [e for e in result["experiments"] if (e.get("decision") or {}).get("reason", "").startswith(
+        "build_failed: compile ahead")]
+    assert len(refused) == 3 and gate_cost.row("matmul", result)["gated"] == 4
