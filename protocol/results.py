@@ -93,6 +93,8 @@ class WorkerRecord(StrictModel):
     # ones it compiled that the run kept for later workers of that source (orchestrator/worker/kernel_cache.py)
     kernel_groups_given: int = 0
     kernel_groups_kept: int = 0
+    # Triton launchers its judge built that the run kept for later workers (orchestrator/worker/launcher_store.py)
+    launchers_kept: int = 0
 
 
 class CommandSeed(StrictModel):

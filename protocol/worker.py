@@ -215,6 +215,11 @@ class FinishedEvent(StrictModel):
     # what Triton's autotuners did, per process ("worker"; "candidate_process" as the judge's candidate
     # process reported it); absent when the worker was given no autotune setup
     autotune: dict[Literal["worker", "candidate_process"], AutotuneActivity] | None = None
+    # a judged worker's launchers it built itself, base64 by path under the Triton cache root: the run keeps
+    # them for later workers (orchestrator/worker/launcher_store.py); the orchestrator takes them only from a
+    # worker whose verdicts were the judge's, and checks each name and content again
+    launchers: dict[Annotated[str, Field(max_length=300)], Annotated[str, Field(max_length=8 << 20)]] | None = Field(
+        default=None, max_length=16)
 
 
 WorkerEvent = Annotated[

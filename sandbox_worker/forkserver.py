@@ -64,9 +64,7 @@ def main() -> int:
     _die_with_parent()
     started = time.perf_counter()
     preloaded, missing = _preload()
-    warm = os.environ.pop(WARM_DISPATCH_VARIABLE, "") == "1"
-    warmed = _warm_dispatch(missing) if warm else None
-    keyed = _warm_triton_key(missing) if warm else None
+    warmed, keyed = _warm(missing) if os.environ.pop(WARM_DISPATCH_VARIABLE, "") == "1" else (None, None)
     _quiesce_threads()
     ready: dict[str, Any] = {
         "kind": "ready", "pid": os.getpid(), "preloaded": preloaded, "missing": missing,
@@ -138,28 +136,21 @@ def _preload() -> tuple[list[str], dict[str, str]]:
     return preloaded, missing
 
 
-def _warm_dispatch(missing: dict[str, str]) -> float | None:
-    """sandbox_worker.judged.recording.warm_dispatch_mode, its seconds; a failure is named in `missing` (a
-    candidate process then pays the imports itself, as before)."""
-    try:
-        from sandbox_worker.judged.recording import warm_dispatch_mode
-
-        return warm_dispatch_mode()
-    except Exception as exc:  # noqa: BLE001 - reported in `ready`; the server still serves
-        missing["torch dispatch warm-up"] = f"{type(exc).__name__}: {exc}"[:300]
-        return None
+WARM_UPS = (("torch dispatch warm-up", "sandbox_worker.judged.recording", "warm_dispatch_mode"),
+            ("triton cache key", "sandbox_worker.judged.warm", "warm_triton_key"))
 
 
-def _warm_triton_key(missing: dict[str, str]) -> float | None:
-    """sandbox_worker.judged.warm.warm_triton_key, its seconds; a failure is named in `missing` (each candidate
-    process then computes the key at its first kernel call, as before)."""
-    try:
-        from sandbox_worker.judged.warm import warm_triton_key
-
-        return warm_triton_key()
-    except Exception as exc:  # noqa: BLE001 - reported in `ready`; the server still serves
-        missing["triton cache key"] = f"{type(exc).__name__}: {exc}"[:300]
-        return None
+def _warm(missing: dict[str, str]) -> list[float | None]:
+    """Pay once what each candidate process paid at its first recorded call (WARM_UPS), the seconds of each; a
+    failure is named in `missing` (each candidate process then pays that one itself, as before)."""
+    seconds: list[float | None] = []
+    for what, module, function in WARM_UPS:
+        try:
+            seconds.append(getattr(importlib.import_module(module), function)())
+        except Exception as exc:  # noqa: BLE001 - reported in `ready`; the server still serves
+            missing[what] = f"{type(exc).__name__}: {exc}"[:300]
+            seconds.append(None)
+    return seconds
 
 
 def _quiesce_threads() -> None:

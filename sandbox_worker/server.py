@@ -108,6 +108,9 @@ class Worker:
                     self.judge.close()
                 finished = self.autotune.finished_fields(getattr(self.judge, "candidate_autotune", None)) \
                     if self.autotune is not None else {}
+                launchers = getattr(self.judge, "built_launchers", None)
+                if launchers is not None and (built := launchers()):
+                    finished["launchers"] = built
                 self.channel.send({"kind": "finished", **finished})
                 return 0
             handler = getattr(self, f"on_{kind}", None)

@@ -160,7 +160,8 @@ class Evaluator:
                              if profile_level else None),
             profile_until=min(deadline, profile_until) if profile_until is not None else deadline,
             profile_seconds=profile_seconds_by_case(state.experiments),
-            timing_modes=fixed_modes(self.inputs.cases, state.timing_modes), autotune=self.autotune_setup())
+            timing_modes=fixed_modes(self.inputs.cases, state.timing_modes), autotune=self.autotune_setup(),
+            launchers=getattr(self.spawner, "launchers", None))
         digest = raw_digest(source) if source is not None else ""
         recorded = self.reusable.pop((experiment_id, tag), None)
         reused = recorded is not None and recorded.label == role.value and bool(digest) \

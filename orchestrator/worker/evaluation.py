@@ -30,6 +30,7 @@ from orchestrator.worker.autotune_phase import (
     take_reply,
 )
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
+from orchestrator.worker.launcher_store import LauncherStore
 from orchestrator.worker.process import (
     OutputCapture,
     ProtocolViolation,
@@ -107,6 +108,8 @@ class EvaluationPlan:
     trusted: list[AutotuneCommand | FirstCallCommand] | None = None
     progress: ProgressSink | None = None
     timer: AutotuneTimer = "triton"
+    # the run's launchers (GPU runs): the judge's own builds this worker reports are kept for later workers
+    launchers: LauncherStore | None = None
 
 
 def sandbox_for(mode: Literal["strict", "standard", "off"], work_dir: Path, profile_dir: Path | None, *,
@@ -455,7 +458,16 @@ async def _shutdown(plan: EvaluationPlan, session: _Session, evaluation: Evaluat
     if not isinstance(finished, FinishedEvent):
         raise ProtocolViolation(f"unexpected {finished.kind} event while waiting for the finished event")
     evaluation.worker.autotune = finished.autotune
+    keep_launchers(plan.launchers, finished, evaluation)
     await session.connection.ensure_closed(before=trio.current_time() + SHUTDOWN_MIN_SECONDS)
+
+
+def keep_launchers(store: LauncherStore | None, finished: FinishedEvent, evaluation: Evaluation) -> None:
+    """The launchers a worker's judge built, into the run's store; only a judge's: in the other verdict modes
+    the candidate's code shares the worker's process and its socket, so what the worker says is the
+    candidate's to forge."""
+    if store is not None and finished.launchers and evaluation.worker.verdict_process == "judge":
+        evaluation.worker.launchers_kept = len(store.keep(finished.launchers))
 
 
 async def run_evaluation(plan: EvaluationPlan, spawner: Spawner, parent_env: dict[str, str]) -> Evaluation:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from orchestrator.text import one_line
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
+from orchestrator.worker.launcher_store import LauncherStore
 from orchestrator.worker.process import SpawnedWorker, Spawner, SubprocessSpawner, WorkerLaunch
 from orchestrator.worker.process_tree import SCRATCH_VARIABLE, TOKEN_VARIABLE
 from orchestrator.worker.triton_seed import SeededSpawner, build_seed
@@ -513,7 +514,8 @@ async def make_spawner(kind: Literal["fresh", "forkserver"], *, parent_env: Mapp
     """The run's spawner. "fresh": a new interpreter per worker. "forkserver": workers forked by a fork server
     that lives as long as this context (`scratch` holds its HOME/TMPDIR, `log_path` its output).
     `triton_seed` (GPU targets): each worker's Triton cache starts with Triton's CUDA driver module, built once
-    here (orchestrator/worker/triton_seed.py), and the fork server warms torch's Python dispatch, which each
+    here (orchestrator/worker/triton_seed.py), and the launchers the run's judges built so far
+    (orchestrator/worker/launcher_store.py); the fork server warms torch's Python dispatch, which each
     candidate process records through (sandbox_worker/judged/recording.py `warm_dispatch_mode`)."""
     seed = None
     if triton_seed:
@@ -523,7 +525,9 @@ async def make_spawner(kind: Literal["fresh", "forkserver"], *, parent_env: Mapp
             notify(f"triton_seed status={'built' if seed else 'none'} reason={built.reason!r}")
 
     def seeded(spawner: Spawner) -> Spawner:
-        return SeededSpawner(spawner, seed) if seed is not None else spawner
+        if seed is None:
+            return spawner
+        return SeededSpawner(spawner, seed, LauncherStore(scratch.with_name(scratch.name + "-triton-launchers")))
 
     if kind == "fresh":
         yield seeded(SubprocessSpawner())

@@ -22,6 +22,7 @@ from pathlib import Path
 import trio
 
 from orchestrator.worker.environment import build_worker_environment, make_scratch_dirs
+from orchestrator.worker.launcher_store import LauncherStore
 from orchestrator.worker.process import SpawnedWorker, Spawner, WorkerLaunch
 
 BUILD_SECONDS = 120.0
@@ -62,16 +63,20 @@ def seed_cache(seed: Path, cache_dir: Path) -> None:
 
 
 class SeededSpawner:
-    """Another spawner whose workers start with the seed in their Triton cache."""
+    """Another spawner whose workers start with the seed in their Triton cache, and with the launchers the run's
+    judges built so far (`launchers`, orchestrator/worker/launcher_store.py)."""
 
-    def __init__(self, inner: Spawner, seed: Path) -> None:
+    def __init__(self, inner: Spawner, seed: Path, launchers: LauncherStore | None = None) -> None:
         self.inner = inner
         self.seed = seed
+        self.launchers = launchers
 
     async def spawn(self, launch: WorkerLaunch) -> SpawnedWorker:
         cache_dir = launch.env.get("TRITON_CACHE_DIR")
         if cache_dir:
             seed_cache(self.seed, Path(cache_dir))
+            if self.launchers is not None:
+                self.launchers.seed(Path(cache_dir))
         return await self.inner.spawn(launch)
 
     def __getattr__(self, name: str):  # the inner spawner's statistics, fallback reason, ...

@@ -19,6 +19,7 @@ its process is stopped (SIGSTOP) whenever the judge is measuring.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import os
@@ -89,6 +90,12 @@ class GpuJudge(Judge):
         return cls(spec=spec, target=target, kernel_path=kernel_path, writable_dirs=writable_dirs,
                    process=process, device=device_for(target), harness_path=harness_path,
                    library=KernelLibrary(trusted_cache=trusted))
+
+    def built_launchers(self) -> dict[str, str]:
+        """The launchers this judge built, base64 by path under the cache root, for the `finished` event."""
+        trusted = self.library.trusted_cache
+        built = trusted.built_launchers() if trusted is not None else {}
+        return {path: base64.b64encode(content).decode("ascii") for path, content in built.items()}
 
     def for_variant(self, kernel_path: str) -> GpuJudge:
         """Never: a candidate process must be forked before the judge initialises CUDA, so a GPU worker

@@ -40,6 +40,7 @@ class _ReplaySource:
         self.fn = SimpleNamespace(arg_names=list(signature))
 
 
+LAUNCHER_PREFIX = "__triton_launcher."  # Triton's launcher module, `__triton_launcher<EXT_SUFFIX>`
 TRUSTED_CACHE_LIMIT_BYTES = 256 << 20  # the driver module and launchers: a few MiB; more is not a Triton cache
 
 
@@ -49,11 +50,20 @@ class TrustedTritonCache:
 
     def __init__(self, files: dict[str, bytes] | None = None) -> None:
         self.files: dict[str, bytes] = dict(files or {})  # path relative to the cache root -> content
+        self.captured = frozenset(self.files)  # what it held before the judge built anything
 
     @classmethod
     def capture(cls, directory: str | os.PathLike[str] | None) -> TrustedTritonCache:
         """The regular files under `directory` (symbolic links are skipped), read now."""
         return cls(_read_tree(Path(directory)) if directory and Path(directory).is_dir() else {})
+
+    def built_launchers(self) -> dict[str, bytes]:
+        """The launchers the judge built itself (Triton's `__triton_launcher` modules it did not find): the run
+        keeps them for its later workers, whose judge and candidate process then find them built
+        (orchestrator/worker/launcher_store.py). Built here from a kernel's signature by Triton's own code, never
+        read from a directory the candidate process could write."""
+        return {path: content for path, content in self.files.items()
+                if path not in self.captured and Path(path).name.startswith(LAUNCHER_PREFIX)}
 
     def materialize(self, directory: Path) -> None:
         for relative, content in self.files.items():

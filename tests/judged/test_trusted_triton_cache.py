@@ -49,6 +49,14 @@ def test_the_judge_builds_its_launchers_among_only_the_files_it_captured_before_
     with trusted.private() as private:
         assert (private / "JUDGEKEY" / "__triton_launcher.so").read_bytes() == b"built by the judge"
         assert not (private / "LAUNCHERKEY").exists()
+    # what the worker reports for the run's later workers: the judge's own build, not the seed, not the plant
+    assert trusted.built_launchers() == {"JUDGEKEY/__triton_launcher.so": b"built by the judge"}
+    # a later worker's judge captures that launcher with the seed: it is found built, and not reported again
+    (cache / "JUDGEKEY").mkdir()
+    (cache / "JUDGEKEY" / "__triton_launcher.so").write_bytes(b"built by the judge")
+    (cache / "LAUNCHERKEY" / "__triton_launcher.so").unlink()
+    later = TrustedTritonCache.capture(cache)
+    assert later.files["JUDGEKEY/__triton_launcher.so"] == b"built by the judge" and later.built_launchers() == {}
 
     fresh = tmp_path / "ncu-cache"
     trusted.materialize(fresh)
