@@ -51,6 +51,12 @@ PROBE_SALT = 3_000_000  # the input set whose reference tells the outputs' shape
 VERDICT_MODE = "judge_replay"
 
 
+# what a `finished` event carries of the judge's launchers: well inside one protocol line (4 MiB) and the
+# orchestrator's limits (protocol/worker.py FinishedEvent); a launcher module is some tens of KiB
+REPORTED_LAUNCHERS = 16
+REPORTED_LAUNCHER_BYTES = 2 << 20
+
+
 class CudaAlreadyInitialized(Exception):
     """The harness initialised CUDA at import: a forked candidate process could not use the GPU."""
 
@@ -92,10 +98,18 @@ class GpuJudge(Judge):
                    library=KernelLibrary(trusted_cache=trusted))
 
     def built_launchers(self) -> dict[str, str]:
-        """The launchers this judge built, base64 by path under the cache root, for the `finished` event."""
+        """The launchers this judge built, base64 by path under the cache root, for the `finished` event: at
+        most REPORTED_LAUNCHERS of them and REPORTED_LAUNCHER_BYTES in all (the event is one protocol line)."""
         trusted = self.library.trusted_cache
-        built = trusted.built_launchers() if trusted is not None else {}
-        return {path: base64.b64encode(content).decode("ascii") for path, content in built.items()}
+        reported: dict[str, str] = {}
+        total = 0
+        for path, content in sorted((trusted.built_launchers() if trusted is not None else {}).items()):
+            encoded = base64.b64encode(content).decode("ascii")
+            if len(reported) >= REPORTED_LAUNCHERS or total + len(encoded) > REPORTED_LAUNCHER_BYTES:
+                break
+            reported[path] = encoded
+            total += len(encoded)
+        return reported
 
     def for_variant(self, kernel_path: str) -> GpuJudge:
         """Never: a candidate process must be forked before the judge initialises CUDA, so a GPU worker

@@ -126,3 +126,20 @@ def test_the_ncu_childs_spec_names_fresh_copies_written_from_the_judges_memory(t
     child_spec, why_not = build_replay_spec(spec, case={"case_id": "a"}, seed=7, artifacts_dir=tmp_path)
     assert why_not is None and child_spec is not None
     assert child_spec["triton_cache_dir"] == spec["triton_cache_dir"]
+
+
+def test_a_judge_reports_its_launchers_within_one_protocol_line(tmp_path):
+    """The `finished` event is one protocol line (4 MiB): the judge reports at most 16 launchers and 2 MiB of
+    them, and the event that carries them is one the orchestrator accepts."""
+    from protocol.worker import MAX_LINE_BYTES, FinishedEvent
+    from sandbox_worker.judged.gpu_judge import GpuJudge
+
+    judge = object.__new__(GpuJudge)  # a judge's launchers need no GPU to be reported
+    for size, count, reported_count in ((300_000, 20, 5), (20_000, 40, 16)):
+        trusted = TrustedTritonCache()
+        trusted.files = {f"KEY{i:02d}/__triton_launcher.so": b"\x7fELF" * (size // 4) for i in range(count)}
+        judge.library = KernelLibrary(tmp_path / "replay", trusted_cache=trusted)
+        reported = judge.built_launchers()
+        assert len(reported) == reported_count
+        event = FinishedEvent(kind="finished", launchers=reported)
+        assert len(event.model_dump_json()) < MAX_LINE_BYTES // 2
