@@ -29,8 +29,6 @@ class CaseFigures(StrictModel):
     correct: bool | None
     percent_of_memory_peak: float | None = None  # where the harness states the case's work (bytes)
     percent_of_flop_peak: float | None = None  # where it states flops
-    percent_of_copy_ceiling: float | None = None  # of the copy ceiling the run measured, where it states bytes
-    copy_gap: str | None = None  # a memory-bound case below 85 % of that ceiling: the limit that stops it
 
 
 class ExperimentLine(StrictModel):

@@ -371,9 +371,7 @@ def run_summary(result: RunResult, cases: list[Case], max_case_regression: float
                            baseline_median_us=case.baseline_median_us, final_median_us=case.final_median_us,
                            speedup=case.speedup, final_cv=case.final_cv, correct=case.correct,
                            percent_of_memory_peak=case.percent_of_memory_peak,
-                           percent_of_flop_peak=case.percent_of_flop_peak,
-                           percent_of_copy_ceiling=case.percent_of_copy_ceiling, copy_gap=case.copy_gap)
-               for case in report.workload],
+                           percent_of_flop_peak=case.percent_of_flop_peak) for case in report.workload],
         experiments=[ExperimentLine(experiment_id=record.experiment_id,
                                     decision=record.decision.status.value if record.decision else "undecided",
                                     aggregate_speedup=record.aggregate_speedup,
