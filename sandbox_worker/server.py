@@ -108,15 +108,23 @@ class Worker:
                     self.judge.close()
                 finished = self.autotune.finished_fields(getattr(self.judge, "candidate_autotune", None)) \
                     if self.autotune is not None else {}
-                launchers = getattr(self.judge, "built_launchers", None)
-                if launchers is not None and (built := launchers()):
-                    finished["launchers"] = built
+                finished.update(self._launchers())
                 self.channel.send({"kind": "finished", **finished})
                 return 0
             handler = getattr(self, f"on_{kind}", None)
             if handler is None:
                 return 3
             handler(command)
+
+    def _launchers(self) -> dict[str, Any]:
+        """The launchers the judge built, for the `finished` event; none when it has nothing to say or cannot
+        say it (a saving for later workers, never a reason for this one to fail)."""
+        built = getattr(self.judge, "built_launchers", None)
+        try:
+            launchers = built() if built is not None else {}
+        except Exception:  # noqa: BLE001 - later workers build their own launchers, as before
+            return {}
+        return {"launchers": launchers} if launchers else {}
 
     def _setup(self, setup: dict[str, Any]) -> bool:
         started = time.perf_counter()

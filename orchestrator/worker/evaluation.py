@@ -8,6 +8,7 @@ gone before this function returns.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import signal
 import sys
@@ -467,7 +468,8 @@ def keep_launchers(store: LauncherStore | None, finished: FinishedEvent, evaluat
     the candidate's code shares the worker's process and its socket, so what the worker says is the
     candidate's to forge."""
     if store is not None and finished.launchers and evaluation.worker.verdict_process == "judge":
-        evaluation.worker.launchers_kept = len(store.keep(finished.launchers))
+        with contextlib.suppress(OSError):  # a store that cannot be written leaves later workers to build their own
+            evaluation.worker.launchers_kept = len(store.keep(finished.launchers))
 
 
 async def run_evaluation(plan: EvaluationPlan, spawner: Spawner, parent_env: dict[str, str]) -> Evaluation:

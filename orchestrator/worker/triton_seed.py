@@ -13,6 +13,7 @@ build what they need themselves, as before.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -76,7 +77,8 @@ class SeededSpawner:
         if cache_dir:
             seed_cache(self.seed, Path(cache_dir))
             if self.launchers is not None:
-                self.launchers.seed(Path(cache_dir))
+                with contextlib.suppress(OSError):  # without them the worker builds its own launchers
+                    self.launchers.seed(Path(cache_dir))
         return await self.inner.spawn(launch)
 
     def __getattr__(self, name: str):  # the inner spawner's statistics, fallback reason, ...

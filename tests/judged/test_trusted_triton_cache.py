@@ -143,3 +143,18 @@ def test_a_judge_reports_its_launchers_within_one_protocol_line(tmp_path):
         assert len(reported) == reported_count
         event = FinishedEvent(kind="finished", launchers=reported)
         assert len(event.model_dump_json()) < MAX_LINE_BYTES // 2
+
+
+def test_a_worker_whose_judge_cannot_report_its_launchers_still_finishes():
+    """Launchers are a saving for later workers: a report that fails leaves the `finished` event without them."""
+    from sandbox_worker.server import Worker
+
+    class JudgeWithoutItsLibrary:  # what a judge whose library never loaded answers
+        def built_launchers(self) -> dict[str, str]:
+            raise AttributeError("'GpuJudge' object has no attribute 'library'")
+
+    worker = object.__new__(Worker)
+    worker.judge = JudgeWithoutItsLibrary()
+    assert worker._launchers() == {}
+    worker.judge = None  # a worker that never started a judge
+    assert worker._launchers() == {}
