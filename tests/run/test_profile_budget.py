@@ -61,7 +61,7 @@ def evaluate(tmp_path: Path, source: str, *, deadline: float, profile_until: flo
 
 
 def test_a_profile_the_runs_time_cuts_is_not_taken_and_the_measurements_stand(tmp_path):
-    evaluation, seconds = evaluate(tmp_path, SLOW_PROFILE, deadline=120.0, profile_until=20.0)
+    evaluation, seconds = evaluate(tmp_path, SLOW_PROFILE, deadline=120.0, profile_until=12.0)
     assert evaluation.status is EvaluationStatus.OK, evaluation.reason
     assert all(case.correct and case.stats is not None for case in evaluation.cases)  # the measurements stand
     assert [case.profile_not_taken for case in evaluation.cases] == ["budget", "budget"]
@@ -81,7 +81,7 @@ def test_a_profile_is_not_started_when_less_is_left_than_the_untouched_kernels_t
 
 
 def test_a_profile_that_outlasts_its_own_deadline_while_the_run_has_time_fails_the_candidate(tmp_path):
-    evaluation, _ = evaluate(tmp_path, SLOW_PROFILE, deadline=20.0, profile_until=600.0)
+    evaluation, _ = evaluate(tmp_path, SLOW_PROFILE, deadline=12.0, profile_until=600.0)
     assert evaluation.status is EvaluationStatus.TIMEOUT
     assert "timed out in profile (case small)" in evaluation.reason
     assert not any(case.profile_not_taken for case in evaluation.cases)
