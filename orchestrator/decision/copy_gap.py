@@ -20,11 +20,11 @@ Otherwise the NCU figures are given as they are, and a case without an NCU profi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.decision.physics import CaseRate, evaluation_rates
+from orchestrator.decision.profile_rules import number
 from protocol.devices import DevicePeaks, peaks_for
 from protocol.results import Evaluation
 
@@ -36,12 +36,6 @@ OCCUPANCY_LIMITS = (("occupancy_limit_registers", "its registers"),
                     ("occupancy_limit_shared_mem", "its shared memory"),
                     ("occupancy_limit_warps", "its warps per block"),
                     ("occupancy_limit_blocks", "the SM's block limit"))
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
 
 
 def memory_bound(rate: CaseRate, peaks: DevicePeaks | None) -> bool:
@@ -104,7 +98,7 @@ def ncu_figures(ncu: Mapping[str, Any] | None) -> dict[str, float | None]:
     for part in ("summary", "deep", "stalls"):
         block = (ncu or {}).get(part)
         if isinstance(block, Mapping):
-            figures.update({key: _number(value) for key, value in block.items()})
+            figures.update({key: number(value) for key, value in block.items()})
     return figures
 
 
