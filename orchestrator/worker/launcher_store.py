@@ -26,8 +26,11 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-# `<key>/__triton_launcher<EXT_SUFFIX>`: Triton's cache key (base32 or hex) and the module's file name
-LAUNCHER_PATH = re.compile(r"[A-Za-z0-9_-]{16,128}/__triton_launcher\.[A-Za-z0-9_.-]{1,64}\.so")
+from sandbox_worker.judged.kernels import LAUNCHER_PREFIX
+
+# `<key>/__triton_launcher<EXT_SUFFIX>`: Triton's cache key (base32 or hex) and the module's file name, named as
+# the judge names what it reports
+LAUNCHER_PATH = re.compile(rf"[A-Za-z0-9_-]{{16,128}}/{re.escape(LAUNCHER_PREFIX)}[A-Za-z0-9_.-]{{1,64}}\.so")
 MAX_LAUNCHER_BYTES = 4 << 20
 MAX_LAUNCHERS = 64
 ELF_MAGIC = b"\x7fELF"
