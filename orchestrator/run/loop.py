@@ -605,18 +605,17 @@ class OptimizationRun:
         baseline_path = self.artifacts.root / "experiments/baseline/kernel.py"
         state.written_sources[str(final_path)] = raw_digest(incumbent.source)
         baseline_evaluation = next(r for r in state.experiments if r.experiment_id == "baseline").evaluations[0]
+        promotion = next((e for e in state.experiments if e.experiment_id == incumbent.experiment_id), None)
         ruling = await self.side_by_side.decide(
             state, revalidation, role=Role.FINAL, candidate=Source(final_path, normalized_digest(incumbent.source)),
             incumbent=Source(baseline_path, normalized_digest(self.inputs.kernel_source)), deadline=state.deadline,
             test_seed=self.draw_test_seed(revalidation),
             evidence=profile_step.evidence(self.evaluator, state, baseline_evaluation),
-            profile_deferred=any(e.profile_deferred for e in state.experiments
-                                 if e.experiment_id == incumbent.experiment_id))
+            profile_deferred=promotion is not None and promotion.profile_deferred)
         record = ExperimentRecord(experiment_id=revalidation, parent_id=incumbent.experiment_id,
                                   source_sha256=raw_digest(incumbent.source),
                                   normalized_sha256=normalized_digest(incumbent.source), source_path=str(final_path),
-                                  metadata=next((e.metadata for e in state.experiments
-                                                 if e.experiment_id == incumbent.experiment_id), CandidateMetadata()),
+                                  metadata=promotion.metadata if promotion is not None else CandidateMetadata(),
                                   evaluations=ruling.evaluations)
         apply_ruling(record, ruling)
         for line in record.profiles_not_taken:
