@@ -73,6 +73,7 @@ class RunManifest(StrictModel):
     schedule: str
     confirm_pairs: int
     triage: bool = False  # absent (False) in runs older than triage
+    reuse_incumbent_run: bool = False  # absent (False) in runs older than the reuse
     skip_validation: bool
     bundle_lock: LockSummary | None  # null with --skip-validation
     host: HostRecord

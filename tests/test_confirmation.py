@@ -36,27 +36,33 @@ class DriftingGpu:
         return run(label, true_us * math.exp(self.rng.gauss(0.0, self.drift)), self.rng)
 
 
-def referee(noise: BetweenRunNoise, max_pairs: int) -> Referee:
-    return Referee(Rules(cases=(CASE,), budget=Budget(), confirm_pairs=max_pairs, noise=NoiseRule(given=noise)))
+def referee(noise: BetweenRunNoise, max_pairs: int, **rules: bool) -> Referee:
+    return Referee(Rules(cases=(CASE,), budget=Budget(), confirm_pairs=max_pairs, noise=NoiseRule(given=noise),
+                         **rules))
 
 
-def trial(gpu: DriftingGpu, gain: float, noise: BetweenRunNoise, max_pairs: int, seed: int) -> tuple[bool, int]:
-    """One decision by the product's referee, each run it asks for measured on the drifting GPU."""
+def trial(gpu: DriftingGpu, gain: float, noise: BetweenRunNoise, max_pairs: int, seed: int,
+          **rules: bool) -> tuple[bool, int]:
+    """One decision by the product's referee, each run it asks for measured on the drifting GPU. With triage, the
+    incumbent's last run is measured just before it, as the previous decision's last incumbent run would be."""
     incumbent_us, candidate_us = 1400.0, 1400.0 / (1.0 + gain)
-    judge = referee(noise, max_pairs)
-    state = judge.start(role=Role.CANDIDATE, test_seed=seed, history=RunMedians(), digests=("b", "a"))
+    judge = referee(noise, max_pairs, **rules)
+    history = RunMedians()
+    if rules.get("triage"):
+        history = history.with_run("a", gpu.measure("incumbent", incumbent_us))
+    state = judge.start(role=Role.CANDIDATE, test_seed=seed, history=history, digests=("b", "a"))
     while not isinstance(action := judge.next(state), Ruling):
         true_us = candidate_us if action.side == "candidate" else incumbent_us
         state = judge.measured(state, gpu.measure(action.role.value, true_us), math.inf)
     return action.promoted, action.pairs
 
 
-def rates(drift: float, max_pairs: int, trials: int = 300) -> dict[float, float]:
+def rates(drift: float, max_pairs: int, trials: int = 300, **rules: bool) -> dict[float, float]:
     """Promotion rate per true gain with the noise learnt from 15 repeated incumbent runs, as in a run."""
     gpu = DriftingGpu(drift, seed=11)
     history = [gpu.measure("incumbent", 1400.0).cases[0].stats.median for _ in range(15)]
     noise = noise_from_history({"c": [history]})
-    return {gain: sum(trial(gpu, gain, noise, max_pairs, seed)[0] for seed in range(trials)) / trials
+    return {gain: sum(trial(gpu, gain, noise, max_pairs, seed, **rules)[0] for seed in range(trials)) / trials
             for gain in (0.0, 0.03)}
 
 
@@ -67,6 +73,15 @@ def test_under_heavy_drift_confirmation_keeps_a_a_low_and_finds_a_3_percent_gain
     assert confirmed[0.0] <= 0.01 and without[0.0] <= 0.01
     assert confirmed[0.03] >= 0.95
     assert without[0.03] < 0.9  # what a single A/B/A triple can do at that drift
+
+
+def test_reusing_the_incumbent_last_run_keeps_a_a_low_and_finds_a_3_percent_gain():
+    # the A/B/A whose first A is the incumbent's last run (triage compared the candidate's first run with it)
+    # promotes no more A/A candidates than three fresh runs, and finds the same 3 % gain under 0.8 % drift
+    fresh = rates(0.008, max_pairs=2, triage=True, reuse_incumbent_run=False)
+    reused = rates(0.008, max_pairs=2, triage=True, reuse_incumbent_run=True)
+    assert reused[0.0] <= 0.01 and fresh[0.0] <= 0.01
+    assert reused[0.03] >= 0.95 and reused[0.03] >= fresh[0.03] - 0.02  # 0.957 and 0.947 with these seeds
 
 
 def test_only_noise_limited_verdicts_are_extended():

@@ -147,9 +147,16 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     measure.add_argument("--triage", dest="triage", action="store_true", default=True,
                          help="measure a candidate first and reject it on that one run when it is slower than the "
                               "incumbent's last run beyond a 3%% margin and the run's noise (default: on); any other "
-                              "candidate is measured candidate/incumbent/candidate")
+                              "candidate is measured again side by side (see --reuse-incumbent-run)")
     measure.add_argument("--no-triage", dest="triage", action="store_false",
                          help="measure every candidate in --schedule's order from its first run")
+    measure.add_argument("--reuse-incumbent-run", dest="reuse_incumbent_run", action="store_true", default=True,
+                         help="with triage, decide a candidate its first run does not reject on the incumbent's "
+                              "last run (the one triage compared it with), its own run and one more incumbent run: "
+                              "an A/B/A in the order they ran, two workers instead of three (default: on)")
+    measure.add_argument("--no-reuse-incumbent-run", dest="reuse_incumbent_run", action="store_false",
+                         help="with triage, measure the incumbent and the candidate once more after its first run "
+                              "(candidate/incumbent/candidate)")
     measure.add_argument("--confidence", type=_confidence, default=0.99,
                          help="one-sided confidence of the promotion test and of each case's bound (default "
                               "%(default)s)")

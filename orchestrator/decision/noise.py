@@ -88,6 +88,8 @@ class RunMedians:
     rebuilt for a resume, or replayed by `simulate`)."""
 
     runs: tuple[tuple[str, str, float], ...] = ()  # (source digest, case id, run median)
+    # source digest -> its last benchmarked run, whole: what a decision may reuse as its first incumbent run
+    last_evaluations: dict[str, Evaluation] = field(default_factory=dict)
 
     def with_run(self, digest: str, evaluation: Evaluation) -> RunMedians:
         """This history and one finished run of the source `digest` (a failed run teaches nothing)."""
@@ -95,7 +97,9 @@ class RunMedians:
             return self
         added = tuple((digest, measured.case_id, measured.stats.median) for measured in evaluation.cases
                       if measured.stats is not None)
-        return RunMedians(self.runs + added) if added else self
+        if not added:
+            return self
+        return RunMedians(self.runs + added, {**self.last_evaluations, digest: evaluation})
 
     def by_source(self) -> dict[str, dict[str, list[float]]]:
         """source digest -> case id -> the medians of its runs, in run order."""
@@ -112,6 +116,10 @@ class RunMedians:
             if source == digest:
                 last[case_id] = median  # the later run's median replaces the earlier one
         return last
+
+    def last_evaluation(self, digest: str) -> Evaluation | None:
+        """The last benchmarked run of the source `digest`, whole (None if it has none)."""
+        return self.last_evaluations.get(digest)
 
     def noise(self, *, confidence: float = 0.99, floor: float = DEFAULT_NOISE_FLOOR) -> BetweenRunNoise:
         return noise_from_run_medians(self.by_source(), confidence=confidence, floor=floor)

@@ -11,7 +11,9 @@ its records (`simulate.py`) and in a measurement study's trials (`study.py`):
    triage (`--triage`, on by default) a candidate whose incumbent already has a run in the history is measured
    first, B/A/B: its first run alone rejects it when it is slower than the incumbent's last run by more than a
    margin that drift and the learnt noise cannot explain (`gates.triage`), so most losing candidates cost one
-   worker instead of three; triage never promotes;
+   worker instead of three; triage never promotes. With `reuse_incumbent_run` as well, that last incumbent run
+   (the one triage compared with, ended before the candidate's first run began) is the decision's first A, and
+   one more incumbent run after the candidate's closes the A/B/A: two workers, not three;
 2. the verdict (`gates.decide`) on those runs, with the between-run noise learnt from every run of the history
    and of this decision so far (`noise.RunMedians`);
 3. confirmation: while only the noise gate holds the candidate back, or a protected case may be slower within
@@ -63,10 +65,14 @@ from protocol.roles import Role
 
 Side = Literal["candidate", "incumbent"]
 PAIR_DOES_NOT_FIT = "two more runs do not fit before the deadline"
+REUSED_INCUMBENT_NOTE = "status=reusing the incumbent's last run as the first of its A/B/A"
 RUN_END_SLACK_SECONDS = 2.0  # a worker cut at the run's deadline is ended and reaped within this
 # With triage, a candidate is measured first, then the incumbent, then the candidate again: as many workers as
 # A/B/A for a candidate the first run does not reject, and as symmetric against drift.
 TRIAGE_SCHEDULE: tuple[Side, ...] = ("candidate", "incumbent", "candidate")
+# With triage and `reuse_incumbent_run`: the incumbent's last run, then the candidate, then the incumbent, in the
+# order they ran; the first is reused, so the decision starts two workers.
+REUSE_SCHEDULE: tuple[Side, ...] = ("candidate", "incumbent")
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,8 @@ class Rules:
     # rejected on that one run (`gates.triage`); any other is measured in TRIAGE_SCHEDULE. Candidates only (a
     # finalist is revalidated in `schedule`), and only once the incumbent has a run in the history.
     triage: bool = False
+    # with triage, the incumbent's last run in the history is the decision's first incumbent run (REUSE_SCHEDULE)
+    reuse_incumbent_run: bool = False
 
     def __post_init__(self) -> None:
         if "candidate" not in self.schedule:
@@ -153,6 +161,9 @@ class Ruling:
     verdicts: tuple[Verdict, ...]  # every verdict on the way: the first, one per pair, the veto's
     notes: tuple[str, ...] = ()
     profile_deferred: bool = False  # promoted with its profile left to its revalidation (no time for it here)
+    # the incumbent's last run before this decision, decided on as its first incumbent run (not in `runs`: an
+    # earlier decision's worker measured it)
+    reused_incumbent: Evaluation | None = None
 
     @property
     def evaluations(self) -> list[Evaluation]:
@@ -185,6 +196,7 @@ class Judgement:
     history: RunMedians
     schedule: tuple[Side, ...] = ()  # this decision's order of runs: the rules' own, or TRIAGE_SCHEDULE
     triage_against: dict[str, float] | None = None  # the incumbent's last run (case -> median) when triaging
+    reused_incumbent: Evaluation | None = None  # that run, whole, when the decision reuses it (REUSE_SCHEDULE)
     evidence: Evidence | None = None  # None: no profile evidence judged
     carried_veto: str | None = None  # a veto taken as given (a replay carries the recorded one)
     carried_noise_gate: bool | None = None  # a noise gate taken as given (records without raw samples)
@@ -223,12 +235,16 @@ class Referee:
         if profile_deferred and role is not Role.FINAL:
             raise ValueError("only a finalist's revalidation takes a profile its promotion deferred")
         last_incumbent_run = history.last_run(digests[1]) if self.rules.triage and role is Role.CANDIDATE else {}
-        state = Judgement(role=role, test_seed=test_seed, digests=digests, history=history,
-                          schedule=TRIAGE_SCHEDULE if last_incumbent_run else self.rules.schedule,
-                          triage_against=last_incumbent_run or None, evidence=evidence,
+        reused = None
+        if last_incumbent_run and self.rules.reuse_incumbent_run:
+            reused = reusable_run(history.last_evaluation(digests[1]), self.rules.cases)
+        schedule = REUSE_SCHEDULE if reused else TRIAGE_SCHEDULE if last_incumbent_run else self.rules.schedule
+        state = Judgement(role=role, test_seed=test_seed, digests=digests, history=history, schedule=schedule,
+                          triage_against=last_incumbent_run or None, reused_incumbent=reused, evidence=evidence,
                           carried_veto=carried_veto, carried_noise_gate=carried_noise_gate,
                           profile_seconds=max(profile_seconds, 0.0), profile_deferred=profile_deferred)
-        return dataclasses.replace(state, action=self._measure(state, state.schedule[0], pair=0, notes=()))
+        notes = (REUSED_INCUMBENT_NOTE,) if reused else ()
+        return dataclasses.replace(state, action=self._measure(state, state.schedule[0], pair=0, notes=notes))
 
     def next(self, state: Judgement) -> Action:
         """What the decision needs next: a measurement, a deep profile, or nothing more (the ruling)."""
@@ -300,8 +316,9 @@ class Referee:
 
     def _verdict(self, state: Judgement, noise: BetweenRunNoise, veto: str | None = None) -> Verdict:
         rules = self.rules
+        incumbents = [e for e in state.runs if e.label == Role.INCUMBENT.value]
         verdict = decide(rules.cases, [e for e in state.runs if e.label == state.role.value],
-                         [e for e in state.runs if e.label == Role.INCUMBENT.value], rules.budget,
+                         [state.reused_incumbent, *incumbents] if state.reused_incumbent else incumbents, rules.budget,
                          profile_veto=veto, test_seed=state.test_seed, confidence=rules.confidence, noise=noise)
         if state.carried_noise_gate is None:
             return verdict
@@ -395,7 +412,20 @@ class Referee:
             deep_profile=state.deep_profile,
             history=state.history, profiles=state.profiles, pairs=state.pairs,
             confirmation_cut=state.confirmation_cut, verdicts=verdicts, notes=notes,
-            profile_deferred=state.profile_deferred and state.role is Role.CANDIDATE))
+            profile_deferred=state.profile_deferred and state.role is Role.CANDIDATE,
+            reused_incumbent=state.reused_incumbent))
+
+
+def reusable_run(evaluation: Evaluation | None, cases: tuple[Case, ...]) -> Evaluation | None:
+    """The incumbent's last run when a decision can take it as its first incumbent run: finished, correct and
+    timed on every case; else None (the decision measures B/A/B)."""
+    if evaluation is None or evaluation.status is not EvaluationStatus.OK:
+        return None
+    for case in cases:
+        measured = evaluation.case(case.case_id)
+        if measured is None or measured.stats is None or not measured.correct:
+            return None
+    return evaluation
 
 
 def _asked(state: Judgement, action: type[Asked], evaluation: Evaluation, what: str) -> Asked:

@@ -26,6 +26,7 @@ time with those gates off to check that everything else reproduces (`reproduced_
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ from pydantic import Field, field_validator
 
 from orchestrator.decision.gates import TRIAGE_GATE, Verdict
 from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, RunMedians
-from orchestrator.decision.referee import TRIAGE_SCHEDULE, NoiseRule, Referee, Rules, Ruling
+from orchestrator.decision.referee import NoiseRule, Referee, Rules, Ruling
 from orchestrator.decision.schedule import measurement_schedule
 from protocol.base import StrictModel
 from protocol.bundle import Budget, Case
@@ -88,6 +89,7 @@ class RecordedSettings(StrictModel):
     schedule: str = "aba"  # the `--schedule` default
     confirm_pairs: int | None = Field(default=None, ge=0)  # None: as many pairs as each record holds
     triage: bool = False  # `--triage` (absent from runs older than it)
+    reuse_incumbent_run: bool = False  # `--reuse-incumbent-run` (absent from runs older than it)
     source: str = "defaults"
 
     @field_validator("schedule")
@@ -324,17 +326,29 @@ class _Replay:
 
     def replay_decision(self, record: ExperimentRecord, role: str, measured: list[Evaluation], digests: dict[str, str],
                carried: list[str], notes: list[str]) -> DecisionView:
-        # a triaging run measured each candidate in TRIAGE_SCHEDULE once the incumbent had a run, and a candidate
+        # a triaging run measured each candidate first once the incumbent had a run, and a candidate
         # its first run rejected in that run alone
         triaged = self.settings.triage and role == "candidate" and bool(measured) and measured[0].label == role
-        schedule = list(TRIAGE_SCHEDULE) if triaged else self.schedule
+        medians_only = any(samples_dropped(e) for e in measured)
+        given = self.inputs(record)
+        rules = Rules(cases=tuple(self.cases), budget=given.budget, confidence=given.confidence,
+                      schedule=tuple(self.schedule), confirm_pairs=self.settings.confirm_pairs or 0,
+                      noise=NoiseRule(floor=given.floor, learned=given.learned, per_case=given.per_case),
+                      triage=self.settings.triage, reuse_incumbent_run=self.settings.reuse_incumbent_run)
+        referee = Referee(rules)
+        state = referee.start(role=Role(role), test_seed=given.seed or 0, history=self.history,
+                             digests=(digests[role], digests["incumbent"]), carried_veto=given.veto,
+                             carried_noise_gate=bool(record.statistics.get("passes_noise")) if medians_only else None)
+        # the referee picks the schedule a triaging run measured: B/A/B, or B/A after the reused incumbent run
+        schedule = list(state.schedule) if triaged else self.schedule
         if triaged and record.decision is not None and record.decision.gates.get(TRIAGE_GATE) is False:
             schedule = schedule[:1]
         try:
             initial, pairs = split_runs(measured, schedule, role)
         except ValueError as exc:
             raise _NotReplayable(str(exc)) from None
-        medians_only = any(samples_dropped(e) for e in measured)
+        # as many pairs as the record holds, unless the run's setting is known (the start asked for none)
+        referee = Referee(dataclasses.replace(rules, confirm_pairs=_first(self.settings.confirm_pairs, len(pairs))))
         if medians_only and pairs:
             raise _NotReplayable("the raw samples were dropped from this file, and the confirmation pairs were "
                                  "decided on noise tests that cannot be re-run")
@@ -346,17 +360,10 @@ class _Replay:
             notes.append("per-case bounds from the run medians alone (the dropped samples' within-run noise is left "
                          "out, so they are narrower than a run's)")
             initial = [_one_sample_per_run(e) for e in initial]
-        given = self.inputs(record)
+            if state.reused_incumbent is not None:
+                state = dataclasses.replace(state, reused_incumbent=_one_sample_per_run(state.reused_incumbent))
         if given.veto is not None:
             carried.append("profile veto")
-        rules = Rules(cases=tuple(self.cases), budget=given.budget, confidence=given.confidence,
-                      schedule=tuple(self.schedule), confirm_pairs=_first(self.settings.confirm_pairs, len(pairs)),
-                      noise=NoiseRule(floor=given.floor, learned=given.learned, per_case=given.per_case),
-                      triage=self.settings.triage)
-        referee = Referee(rules)
-        state = referee.start(role=Role(role), test_seed=given.seed or 0, history=self.history,
-                             digests=(digests[role], digests["incumbent"]), carried_veto=given.veto,
-                             carried_noise_gate=bool(record.statistics.get("passes_noise")) if medians_only else None)
         recorded = list(initial)
         remaining = list(pairs)
         while not isinstance(action := referee.next(state), Ruling):

@@ -15,13 +15,15 @@ def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: floa
 
 
 FULL_DECISION_RUNS = 3  # the schedule's runs (A/B/A, or B/A/B with triage) of a candidate its first run does not settle
+REUSING_DECISION_RUNS = 2  # B/A after the incumbent's last run, reused (`--reuse-incumbent-run`)
 
 
-def expected_candidate_seconds(experiments: Sequence[ExperimentRecord]) -> float:
+def expected_candidate_seconds(experiments: Sequence[ExperimentRecord],
+                               full_decision_runs: int = FULL_DECISION_RUNS) -> float:
     """Worker seconds the next candidate needs for its decision: the runs that decided the last candidate a worker
-    measured (A/B/A and confirmation pairs), and never fewer than a full schedule of runs as long as those: a
-    candidate triage rejected on its first run, or whose first run failed, says what one run costs, not what
-    the next candidate's three cost (on an H100 a triaged 5 s candidate made the next one expect 5 s; its third
+    measured (A/B/A and confirmation pairs), and never fewer than a full schedule of runs (`full_decision_runs`)
+    as long as those: a candidate triage rejected on its first run, or whose first run failed, says what one run
+    costs, not what the next candidate's three cost (on an H100 a triaged 5 s candidate made the next one expect 5 s; its third
     run was cut by the run's end). A candidate compile ahead refused before any worker says nothing. Its
     profiles are left out: the summary one is taken after a promoting verdict only, which most candidates never
     reach (a promoted candidate with no time left for its profile defers it to its revalidation), and a deep one
@@ -36,7 +38,7 @@ def expected_candidate_seconds(experiments: Sequence[ExperimentRecord]) -> float
             break
         walls = [e.worker.wall_seconds for e in record.evaluations if _decides(e) and e.worker.wall_seconds > 0]
         if walls:
-            return sum(walls) / len(walls) * max(len(walls), FULL_DECISION_RUNS)
+            return sum(walls) / len(walls) * max(len(walls), full_decision_runs)
     baseline = next((e for e in experiments if e.experiment_id == "baseline"), None)
     walls = [_unprofiled_seconds(e) for e in baseline.evaluations
              if e.label == Role.BASELINE.value] if baseline is not None else []

@@ -135,7 +135,7 @@ def load_settings(path: Path) -> RecordedSettings:
     found = {"min_speedup": budget.get("min_speedup"), "max_cv": budget.get("max_cv"),
              "max_case_regression": budget.get("max_case_regression"),
              "schedule": manifest.get("schedule"), "confirm_pairs": manifest.get("confirm_pairs"),
-             "triage": manifest.get("triage")}
+             "triage": manifest.get("triage"), "reuse_incumbent_run": manifest.get("reuse_incumbent_run")}
     try:
         return RecordedSettings(source=str(path), **{k: v for k, v in found.items() if v is not None})
     except ValidationError as exc:

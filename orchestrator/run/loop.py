@@ -23,6 +23,8 @@ from orchestrator.decision.evidence import profiles_not_taken
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
 from orchestrator.decision.referee import Ruling
 from orchestrator.decision.time_budget import (
+    FULL_DECISION_RUNS,
+    REUSING_DECISION_RUNS,
     candidate_fits,
     expected_candidate_seconds,
     revalidation_fits,
@@ -351,7 +353,9 @@ class OptimizationRun:
 
     def next_candidate_fits(self, state: RunState, deadline: float) -> bool:
         left = deadline - trio.current_time()
-        expected = expected_candidate_seconds(state.experiments)
+        config = self.config
+        full_runs = REUSING_DECISION_RUNS if config.triage and config.reuse_incumbent_run else FULL_DECISION_RUNS
+        expected = expected_candidate_seconds(state.experiments, full_runs)
         if candidate_fits(left, expected):
             return True
         state.stop(StoppingReason.TIME_BUDGET_EXHAUSTED,
@@ -692,6 +696,11 @@ def apply_ruling(record: ExperimentRecord, ruling: Ruling) -> None:
         record.statistics["between_run_noise"] = ruling.noise.as_dict()
     elif verdict.triage is not None:  # rejected on its first run: the bars it missed, and the noise they took
         record.statistics = {"triage": verdict.triage, "between_run_noise": ruling.noise.as_dict()}
+    reused = ruling.reused_incumbent
+    if reused is not None and record.statistics:  # decided on a run an earlier experiment's worker measured
+        record.statistics["reused_incumbent_run"] = {
+            "label": reused.label, "seed": reused.seed,
+            "medians_us": {case.case_id: case.stats.median for case in reused.cases if case.stats is not None}}
 
 
 def run_exit_code(stopping_reason: StoppingReason, has_winner: bool, commit_failed: bool) -> ExitCode:

@@ -36,12 +36,12 @@ class Source:
 
 
 def decision_rules(evaluator: Evaluates) -> Rules:
-    """The run's rules: its cases, budget, confidence, `--schedule`, `--confirm-runs` and `--triage`; noise learnt
-    per case."""
+    """The run's rules: its cases, budget, confidence, `--schedule`, `--confirm-runs`, `--triage` and
+    `--reuse-incumbent-run`; noise learnt per case."""
     config = evaluator.config
     return Rules(cases=tuple(evaluator.inputs.cases), budget=config.budget, confidence=config.confidence,
                  schedule=tuple(measurement_schedule(config.schedule)), confirm_pairs=config.confirm_pairs,
-                 noise=NoiseRule(), triage=config.triage)
+                 noise=NoiseRule(), triage=config.triage, reuse_incumbent_run=config.reuse_incumbent_run)
 
 
 def profile_tag(role: Role) -> str:

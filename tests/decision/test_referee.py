@@ -353,3 +353,51 @@ def test_a_failed_first_run_ends_a_triaged_decision_at_one_worker():
     ruling = judge.next(state)
     assert isinstance(ruling, Ruling) and ruling.decision.status is DecisionStatus.FAILED
     assert [e.label for e in ruling.runs] == ["candidate"]
+
+
+# ---- the incumbent's last run reused as the first A of the A/B/A ---------------------------------------------
+
+def test_reuse_decides_on_the_incumbent_last_run_and_two_new_workers():
+    judge = referee(triage=True, reuse_incumbent_run=True)
+    history = history_with("old", SLOW * 1.02)  # the reused run; the new incumbent run measures SLOW
+    for candidate_us, promoted in ((FAST, True), (SLOW * 1.01, False)):  # a gain; a loss inside triage's margin
+        state = judge.start(role=Role.CANDIDATE, test_seed=3, history=history, digests=("new", "old"))
+        ruling, asked = drive(judge, state, candidate_us=candidate_us)
+        assert [(a.side, a.index) for a in asked if isinstance(a, Measure)][:2] == [("candidate", 0), ("incumbent", 1)]
+        assert asked[0].notes == ("status=reusing the incumbent's last run as the first of its A/B/A",)
+        assert ruling.promoted is promoted and "triage" not in ruling.decision.gates
+        assert ruling.reused_incumbent is history.last_evaluation("old")
+        assert [e.label for e in ruling.runs[:2]] == ["candidate", "incumbent"]  # the reused run is not this one's
+        # decided on both incumbent runs: the geometric mean of their medians
+        assert ruling.verdict.comparisons[0].incumbent_median_us == pytest.approx(SLOW * math.sqrt(1.02), rel=0.003)
+        # the history gains this decision's runs only: the reused run is in it once
+        assert len(ruling.history.runs) == 1 + len(ruling.runs)
+
+
+def test_reuse_still_triages_a_clear_loser_on_one_worker():
+    judge = referee(triage=True, reuse_incumbent_run=True)
+    state = judge.start(role=Role.CANDIDATE, test_seed=3, history=history_with("old", SLOW), digests=("new", "old"))
+    ruling, asked = drive(judge, state, candidate_us=SLOW * 1.10)
+    assert [(a.side, a.index) for a in asked] == [("candidate", 0)]
+    assert ruling.decision.gates["triage"] is False
+
+
+def test_an_incumbent_run_that_is_not_whole_is_not_reused():
+    judge = referee(triage=True, reuse_incumbent_run=True)
+    incorrect = run("incumbent", SLOW, 99)
+    incorrect.cases[0].correct = False  # timed, so it is the last run triage compares with, but not correct
+    history = RunMedians().with_run("old", run("incumbent", SLOW, 98)).with_run("old", incorrect)
+    state = judge.start(role=Role.CANDIDATE, test_seed=3, history=history, digests=("new", "old"))
+    ruling, asked = drive(judge, state)
+    assert [a.side for a in asked[:3]] == ["candidate", "incumbent", "candidate"]
+    assert ruling.reused_incumbent is None and ruling.promoted
+
+
+def test_without_triage_or_for_the_finalist_nothing_is_reused():
+    for rules, role in (({"triage": False, "reuse_incumbent_run": True}, Role.CANDIDATE),
+                        ({"triage": True, "reuse_incumbent_run": True}, Role.FINAL)):
+        judge = referee(**rules)
+        state = judge.start(role=role, test_seed=3, history=history_with("old", SLOW), digests=("new", "old"))
+        ruling, asked = drive(judge, state)
+        assert [a.side for a in asked[:3]] == ["incumbent", "candidate", "incumbent"]
+        assert ruling.reused_incumbent is None

@@ -51,8 +51,8 @@ def test_promotes_faster_rejects_incorrect_and_duplicate(tmp_path, out_dir):
     assert set(stats) >= {"n", "median", "p95", "mean", "cv", "min", "max"} and stats["n"] >= 30
     assert len(candidate["cases"][0]["samples_us"]) == stats["n"]
     # profiling is on, but no profiler measured the untouched kernel on this machine: the run requires no
-    # evidence, so the promoted candidate costs no profile worker; triage measured it first (B/A/B)
-    assert [e["label"] for e in promoted["evaluations"]] == ["candidate", "incumbent", "candidate"]
+    # evidence, so the promoted candidate costs no profile worker; triage measured it first, then the incumbent
+    assert [e["label"] for e in promoted["evaluations"]] == ["candidate", "incumbent"]
     assert promoted["statistics"]["passes"] is True
     # the layer-7 report opens the result
     report = result["report"]

@@ -158,13 +158,15 @@ def kill_and_resume(tmp: Path, kind: str, lines: int, reference: dict) -> None:
         assert git(repo, "status", "--porcelain") == ""
 
 
-# journal lines of the replay run: 1 run_started, 2 commit_prepared, 3 baseline, 4-7 r001-c000 (its runs
-# candidate first, then promoted), 8 its commit, 9-10 r001-c001 (rejected on its first run), 11-15 r002-c000 and
-# its commit, 16 the duplicate, 17-21 r003-c000, 22 rounds_ended, 23-25 the finalist's runs, 26 run_finished
-REPLAY_POINTS = [3, 7, 8, 14, 24]
-REPLAY_SLOW_POINTS = [1, 2, 5, 9, 11, 17, 20, 22, 25]
-TUNE_POINTS = [2, 6, 12]
-TUNE_SLOW_POINTS = [1, 4, 8, 10, 15]
+# journal lines of the replay run: 1 run_started, 2 commit_prepared, 3 baseline, 4-6 r001-c000 (its runs
+# candidate first, then promoted), 7 its commit, 8-9 r001-c001 (rejected on its first run), 10-13 r002-c000 and
+# its commit, 14 the duplicate, 15-18 r003-c000 and its commit, 19 rounds_ended, 20-22 the finalist's runs,
+# 23 run_finished; of the tune run: 1 run_started, 2 baseline, 3 a screening, 4-6 r001-c000, 7 a screening,
+# 8-10 r002-c000, 11 rounds_ended, 12-14 the finalist's runs, 15 run_finished
+REPLAY_POINTS = [3, 6, 7, 12, 21]
+REPLAY_SLOW_POINTS = [1, 2, 5, 8, 10, 15, 17, 19, 22]
+TUNE_POINTS = [2, 5, 10]
+TUNE_SLOW_POINTS = [1, 4, 7, 9, 13]
 
 
 @pytest.mark.parametrize("lines", REPLAY_POINTS)

@@ -49,14 +49,16 @@ def test_promotes_faster_rejects_incorrect_and_duplicate(tmp_path):
     assert "incorrect" in run.experiment("r001-c001").decision.reason
     assert "duplicate of r001-c000" in run.experiment("r002-c000").decision.reason
     promoted = run.experiment("r001-c000")
-    # triage: a candidate is measured first (B/A/B); the finalist is revalidated A/B/A
-    assert [e.label for e in promoted.evaluations] == ["candidate", "incumbent", "candidate"]
+    # triage: a candidate is measured first, then the incumbent, decided with the baseline's run before it as the
+    # first A (A/B/A on two new workers); the finalist is revalidated A/B/A
+    assert [e.label for e in promoted.evaluations] == ["candidate", "incumbent"]
+    assert promoted.statistics["reused_incumbent_run"]["label"] == "baseline"
     assert promoted.statistics["passes"] is True and promoted.statistics["between_run_noise"]["dof"] >= 0
     # the workers the run asked for, in order: the incorrect candidate's first run ends its measuring, and no
     # profile worker (no profiler measured the synthetic baseline, so there is nothing to judge one against)
     assert [(r.experiment_id, r.tag) for r in run.evaluator.requests] == [
         ("baseline", "baseline"), ("r001-c000", "0-candidate"), ("r001-c000", "1-incumbent"),
-        ("r001-c000", "2-candidate"), ("r001-c001", "0-candidate"),
+        ("r001-c001", "0-candidate"),
         ("final", "0-incumbent"), ("final", "1-final"), ("final", "2-incumbent")]
     assert (run.output_dir / "best_kernel.py").read_text() == FASTER
     assert json.loads((run.output_dir / "experiments/r001-c000/result.json").read_text())["experiment_id"] == "r001-c000"
@@ -142,7 +144,7 @@ def test_the_loop_fed_a_recorded_run_decides_as_simulate_does(tmp_path, name, ma
 
 def test_triage_rejects_a_slower_candidate_on_one_run_and_simulate_replays_the_run_exactly(tmp_path):
     """With triage (the default) a candidate is measured first: the slower one is rejected on that one run, the
-    faster one measured candidate/incumbent/candidate and promoted. `simulate` on the run's records, with the
+    others measured once more side by side (the incumbent's last run reused as their first A) and decided. `simulate` on the run's records, with the
     run.json that says it triaged, takes the same decisions; told the run did not triage, it names the records it
     cannot replay instead of deciding them on runs that never happened."""
     slightly_slower = synthetic_kernel(101.0)  # within triage's margin: measured in full, rejected
@@ -156,14 +158,15 @@ def test_triage_rejects_a_slower_candidate_on_one_run_and_simulate_replays_the_r
     assert triaged.statistics["triage"]["slower_cases"] == ["small", "large"]
     assert "between_run_noise" in triaged.statistics
     assert triaged.aggregate_speedup == pytest.approx(100.0 / 150.0, rel=0.02)
-    assert [e.label for e in run.experiment("r002-c000").evaluations] == ["candidate", "incumbent", "candidate"]
+    # let through: decided on the incumbent's last run (the baseline's), its own run and one more incumbent run
+    assert [e.label for e in run.experiment("r002-c000").evaluations] == ["candidate", "incumbent"]
     assert "triage" not in run.experiment("r002-c000").decision.gates
     assert [(r.experiment_id, r.tag) for r in run.evaluator.requests][:3] == [
         ("baseline", "baseline"), ("r001-c000", "0-candidate"), ("r002-c000", "0-candidate")]
     assert 'r001-c000 status=triaged reason="triaged on its first run' in (run.output_dir / "live.log").read_text()
 
     records = load_records(run.output_dir)
-    assert records.settings.triage is True
+    assert records.settings.triage is True and records.settings.reuse_incumbent_run is True
     replayed = simulate_run(records.experiments, records.cases, settings=records.settings)
     assert replayed.all_match, [(row.experiment_id, row.first_difference, row.notes) for row in replayed.experiments]
     # a stricter policy triages the candidate the run measured in full: the runs it no longer asks for were
@@ -178,3 +181,21 @@ def test_triage_rejects_a_slower_candidate_on_one_run_and_simulate_replays_the_r
                              settings=records.settings.model_copy(update={"triage": False}))
     assert not untriaged.all_match
     assert any("not decided again" in note for row in untriaged.experiments for note in row.notes)
+
+
+def test_without_the_reuse_a_candidate_triage_lets_through_costs_three_workers_and_replays_exactly(tmp_path):
+    """`--no-reuse-incumbent-run`: a candidate triage lets through is measured candidate/incumbent/candidate; run.json
+    says so, and `simulate` replays each decision on the runs the run measured."""
+    run = run_in_process(SYNTHETIC, tmp_path / "out", replay(tmp_path, [synthetic_kernel(101.0), FASTER]),
+                         synthetic(), budget=Budget(max_rounds=2, candidates_per_round=1, max_total_seconds=3600),
+                         reuse_incumbent_run=False)
+    assert run.decisions() == {"baseline": "baseline", "r001-c000": "rejected", "r002-c000": "promoted",
+                               "final": "revalidated"}
+    for experiment_id in ("r001-c000", "r002-c000"):
+        record = run.experiment(experiment_id)
+        assert [e.label for e in record.evaluations] == ["candidate", "incumbent", "candidate"]
+        assert "reused_incumbent_run" not in record.statistics
+    records = load_records(run.output_dir)
+    assert records.settings.triage is True and records.settings.reuse_incumbent_run is False
+    replayed = simulate_run(records.experiments, records.cases, settings=records.settings)
+    assert replayed.all_match, [(row.experiment_id, row.first_difference, row.notes) for row in replayed.experiments]

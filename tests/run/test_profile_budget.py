@@ -112,7 +112,7 @@ def test_a_candidate_whose_profile_the_budget_cut_is_promoted_and_profiled_at_it
                for line in run.log_lines)
     # the candidate's runs are not profiled; its profile, after the verdict, was given until the deadline
     assert [r.profile_level for r in run.evaluator.requests if r.experiment_id == "r001-c000"] == [
-        None, None, None, "summary"]
+        None, None, "summary"]
     request = next(r for r in run.evaluator.requests if r.tag == "profile")
     assert request.role is Role.PROFILE and not request.benchmark and request.profile_until == request.deadline
     # its revalidation's deep-profiled run was judged as a candidate's profile would have been
@@ -149,7 +149,7 @@ def test_without_required_evidence_no_candidate_is_profiled_and_a_budget_cut_one
     assert run.result.report.profile_evidence == []
     assert run.decisions() == {"baseline": "baseline", "r001-c000": "promoted", "final": "revalidated"}
     # nothing to judge a candidate's profile against: the promoted candidate gets no profile worker
-    assert [e.label for e in run.experiment("r001-c000").evaluations] == ["candidate", "incumbent", "candidate"]
+    assert [e.label for e in run.experiment("r001-c000").evaluations] == ["candidate", "incumbent"]
     # the finalist's run brings its profile: given until the deadline less the incumbent run still to come after it
     request = next(r for r in run.evaluator.requests if r.tag == "1-final")
     assert request.profile_level == "deep" and request.profile_until == pytest.approx(request.deadline - 0.5)
@@ -183,7 +183,7 @@ def test_only_a_candidate_promoted_on_its_runs_is_profiled(tmp_path):
     assert all(case.profile is None for e in slower.evaluations for case in e.cases)
     assert any(line.endswith("r001-c000 profile=skipped reason='not promoted on its runs: a rejection needs no "
                              "profile'") for line in run.log_lines)
-    assert [e.label for e in faster.evaluations] == ["candidate", "incumbent", "candidate", "profile"]
+    assert [e.label for e in faster.evaluations] == ["candidate", "incumbent", "profile"]
     assert faster.decision.gates["profile"] is True
     assert [(r.experiment_id, r.tag, r.profile_level, r.benchmark) for r in run.evaluator.requests
             if r.profile_level] == [("baseline", "baseline", "deep", True), ("r002-c000", "profile", "summary", False),

@@ -55,7 +55,7 @@ ASK_ATTEMPTS_PER_SLOT = 8  # TPE may ask again for a configuration already measu
 # screened 0.86 % faster (short of the 0.99 % the gate needs) and measured 1.0076x in the gate; the softmax
 # example's controls, timed first and last in one worker, differ by up to 1.5 %
 SCREENING_ERROR = 0.02
-NEAR_MISSES_PER_INCUMBENT = 4  # each costs the gate's three workers: too close to the bar for triage's margin
+NEAR_MISSES_PER_INCUMBENT = 4  # each costs the gate two or three workers: too close to the bar for triage's margin
 
 Screen = Callable[..., Awaitable[list[ScreeningResult]]]  # a Screener's screen (orchestrator/providers/screening.py)
 
