@@ -3,7 +3,8 @@
     python3 scripts/gate_cost.py OUT/result.json [OTHER/result.json ...]   (a .json.gz or an output dir too)
 
 One row per run: candidates gated (a candidate run was measured), how many the gate's triage rejected on their
-first run, the median wall of a gated experiment (from its artifacts to its decision: compile ahead, every worker,
+first run, how many it decided on the incumbent's last run and two new workers (`--reuse-incumbent-run`), the
+median wall of a gated experiment (from its artifacts to its decision: compile ahead, every worker,
 the profile), its median count of workers, the run's workers' verify seconds per worker, and the part of it the
 candidate processes' first recorded call took (`record_first.candidate_recorded_call`: the first TorchDispatchMode
 a process enters, before the fork server warmed it). Standard library only; the records are read, never changed.
@@ -44,6 +45,10 @@ def triaged(experiment: dict[str, Any]) -> bool:
     return ((experiment.get("decision") or {}).get("gates") or {}).get("triage") is False
 
 
+def reused(experiment: dict[str, Any]) -> bool:
+    return "reused_incumbent_run" in (experiment.get("statistics") or {}) and not triaged(experiment)
+
+
 def row(name: str, result: dict[str, Any]) -> dict[str, Any]:
     experiments = gated(result)
     report = result.get("report") or {}
@@ -54,6 +59,7 @@ def row(name: str, result: dict[str, Any]) -> dict[str, Any]:
         "run": name,
         "gated": len(experiments),
         "triaged": sum(triaged(e) for e in experiments),
+        "reused": sum(reused(e) for e in experiments),
         "median_gated_wall_s": statistics.median(e.get("wall_seconds", 0.0) for e in experiments) if experiments else None,
         "median_gated_workers": statistics.median(len(e.get("evaluations", [])) for e in experiments) if experiments else None,
         "workers": workers,

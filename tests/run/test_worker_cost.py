@@ -92,7 +92,7 @@ def test_gate_cost_reads_a_recorded_run_and_counts_what_triage_rejected(capsys):
     assert 2.2 < row["first_recording_s_per_worker"] < 2.4 < row["verify_s_per_worker"]
     assert gate_cost.main([str(recorded)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("| run | gated | triaged |") and "| 6 | 4 |" in printed[2]
+    assert printed[0].startswith("| run | gated | triaged | reused |") and "| 6 | 4 | 0 |" in printed[2]
     # candidates compile ahead refused before any worker are not gated: an H100 matmul tune refused three
     later = PROJECT_ROOT / "docs/results/2026-12-07-h100-deferred-profile-and-triton-key/matmul_tune-result.json.gz"
     result = gate_cost.load(later)
