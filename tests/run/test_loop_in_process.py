@@ -5,6 +5,7 @@ the CLI tests that start workers (tests/e2e)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -31,6 +32,14 @@ FASTER = synthetic_kernel(50.0)
 INCORRECT = synthetic_kernel(20.0, body="return [v * 3.0 for v in values]")
 DUPLICATE = FASTER.replace('"""Synthetic candidate."""', '"""Synthetic candidate."""\n# reworded comment only')
 SLOWER = synthetic_kernel(150.0)
+
+
+def gate_cost_row(result: dict) -> dict:
+    """scripts/gate_cost.py's row for a run's result.json."""
+    spec = importlib.util.spec_from_file_location("gate_cost", PROJECT_ROOT / "scripts" / "gate_cost.py")
+    gate_cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gate_cost)
+    return gate_cost.row("run", result)
 
 
 def replay(tmp_path, sources, metadata=None) -> ReplayProvider:
@@ -167,6 +176,8 @@ def test_triage_rejects_a_slower_candidate_on_one_run_and_simulate_replays_the_r
 
     records = load_records(run.output_dir)
     assert records.settings.triage is True and records.settings.reuse_incumbent_run is True
+    cost = gate_cost_row(run.result.model_dump(mode="json"))  # scripts/gate_cost.py counts them too
+    assert (cost["gated"], cost["triaged"], cost["reused"]) == (3, 1, 2)
     replayed = simulate_run(records.experiments, records.cases, settings=records.settings)
     assert replayed.all_match, [(row.experiment_id, row.first_difference, row.notes) for row in replayed.experiments]
     # a stricter policy triages the candidate the run measured in full: the runs it no longer asks for were
