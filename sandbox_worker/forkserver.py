@@ -45,7 +45,7 @@ PARENT_VARIABLE = "TLX_FORKSERVER_PARENT"  # the orchestrator's pid, to catch it
 ROOM_VARIABLE = "TLX_FORKSERVER_ENVIRON_ROOM"
 # "1": also warm torch's Python dispatch (a GPU run's candidate processes record through it; judged/recording.py)
 # and compute Triton's cache key (each candidate process keys its kernels by it; judged/warm.py)
-WARM_DISPATCH_VARIABLE = "TLX_FORKSERVER_WARM_DISPATCH"
+WARM_UPS_VARIABLE = "TLX_FORKSERVER_WARM_UPS"
 PRELOADED = ("torch", "triton", "triton.language", "sandbox_worker.server", "sandbox_worker.profiling")
 PASSED_FDS = 3  # protocol, stdout, stderr
 WORKER_PROTOCOL_FD = 3
@@ -64,7 +64,7 @@ def main() -> int:
     _die_with_parent()
     started = time.perf_counter()
     preloaded, missing = _preload()
-    warmed, keyed = _warm(missing) if os.environ.pop(WARM_DISPATCH_VARIABLE, "") == "1" else (None, None)
+    warmed, keyed = _warm(missing) if os.environ.pop(WARM_UPS_VARIABLE, "") == "1" else (None, None)
     _quiesce_threads()
     ready: dict[str, Any] = {
         "kind": "ready", "pid": os.getpid(), "preloaded": preloaded, "missing": missing,

@@ -46,7 +46,7 @@ from sandbox_worker.forkserver import (
     MAX_MESSAGE_BYTES,
     PARENT_VARIABLE,
     ROOM_VARIABLE,
-    WARM_DISPATCH_VARIABLE,
+    WARM_UPS_VARIABLE,
     WORKER_PROTOCOL_FD,
     environment_block,
 )
@@ -217,12 +217,13 @@ class ForkServer:
 
     @classmethod
     def start(cls, *, python: str, parent_env: Mapping[str, str], target_environment: Mapping[str, str] | None,
-              scratch: Path, log_path: Path | None, warm_dispatch: bool = False) -> ForkServer:
+              scratch: Path, log_path: Path | None, warm_ups: bool = False) -> ForkServer:
         """Start `python -s -m sandbox_worker.forkserver` in a session of its own; OSError if it cannot be.
-        `warm_dispatch`: the server also warms torch's Python dispatch before it forks (GPU runs)."""
+        `warm_ups`: the server also pays the candidate processes' first-call costs before it forks (WARM_UPS: torch's
+        Python dispatch, Triton's cache key; GPU runs)."""
         env = server_environment(parent_env, target_environment, scratch)
-        if warm_dispatch:
-            env[WARM_DISPATCH_VARIABLE] = "1"
+        if warm_ups:
+            env[WARM_UPS_VARIABLE] = "1"
         log = log_path.open("ab") if log_path is not None else None
         try:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -534,7 +535,7 @@ async def make_spawner(kind: Literal["fresh", "forkserver"], *, parent_env: Mapp
         return
     try:
         server = ForkServer.start(python=python, parent_env=parent_env, target_environment=target_environment,
-                                  scratch=scratch, log_path=log_path, warm_dispatch=triton_seed)
+                                  scratch=scratch, log_path=log_path, warm_ups=triton_seed)
     except OSError as exc:
         spawner = ForkServerSpawner(None, python=python, notify=notify)
         spawner.fall_back(f"the fork server could not be started: {exc}")

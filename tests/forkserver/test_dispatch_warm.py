@@ -67,7 +67,7 @@ def test_a_warm_server_forks_workers_whose_first_dispatch_mode_costs_nothing(tmp
 
     async def main() -> None:
         server = ForkServer.start(python=sys.executable, parent_env=dict(os.environ), target_environment=None,
-                                  scratch=tmp_path / "server", log_path=tmp_path / "server.log", warm_dispatch=True)
+                                  scratch=tmp_path / "server", log_path=tmp_path / "server.log", warm_ups=True)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.serve)
             spawner = ForkServerSpawner(server, python=sys.executable, notify=found.setdefault("said", []).append)
