@@ -20,7 +20,7 @@ Otherwise the NCU figures are given as they are, and a case without an NCU profi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orchestrator.decision.physics import CaseRate, evaluation_rates
@@ -80,12 +80,14 @@ def copy_gap(rate: CaseRate, peaks: DevicePeaks | None, ncu: Mapping[str, Any] |
     return f"{head}: no single limit in its NCU summary ({shown or 'no throughput figures'})"
 
 
-def copy_gaps(evaluation: Evaluation, device: str | None = None) -> dict[str, str | None]:
+def copy_gaps(evaluation: Evaluation, device: str | None = None,
+              rates: Sequence[CaseRate] | None = None) -> dict[str, str | None]:
     """Case id -> what keeps each benchmarked case of `evaluation` below the copy ceiling (None where nothing
-    does), read from its own NCU profile against the peaks of `device` (default: the one its worker reported)."""
+    does), read from its own NCU profile against the peaks of `device` (default: the one its worker reported).
+    `rates`: the evaluation's rates on that device where the caller has them already."""
     peaks = peaks_for(device or evaluation.worker.device)
     gaps: dict[str, str | None] = {}
-    for rate in evaluation_rates(evaluation, device):
+    for rate in rates if rates is not None else evaluation_rates(evaluation, device):
         measured = evaluation.case(rate.case_id)
         ncu = (measured.profile or {}).get("ncu") if measured is not None else None
         gaps[rate.case_id] = copy_gap(rate, peaks, ncu if isinstance(ncu, Mapping) else None)

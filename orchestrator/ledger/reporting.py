@@ -219,8 +219,9 @@ def build_result(*, config, inputs, state_experiments: list[ExperimentRecord], b
                  commit_summary: str, best_path: Path, wall_seconds: float, output_dir: Path,
                  provider_failures: int = 0, finalists: list[FinalistAttempt] | None = None) -> RunResult:
     speedups = {row.case_id: row for row in final_record.comparisons} if final_record else {}
-    rates = {rate.case_id: rate for rate in evaluation_rates(final or baseline, baseline.worker.device)}
-    gaps = copy_gaps(final or baseline, baseline.worker.device)
+    measured_rates = evaluation_rates(final or baseline, baseline.worker.device)
+    rates = {rate.case_id: rate for rate in measured_rates}
+    gaps = copy_gaps(final or baseline, baseline.worker.device, measured_rates)
     workload = []
     for case in inputs.cases:
         base_median, base_cv = _median(baseline, case.case_id)
