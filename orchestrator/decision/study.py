@@ -14,6 +14,10 @@ regression gate have a case to hold against the aggregate. The `hidden_regressio
 the last a 5 % gain (weight 2) and the last a 3 % loss (incumbent A, candidate T3): the aggregate gains, one
 protected case is slower. Every cell is also decided with that gate off (`max_case_regression` 1.0) from the
 same draws, so a table shows what the gate changes.
+
+With `reuse_incumbent_run`, a trial is decided as a triaging run decides it by default: the first incumbent run
+drawn is the incumbent's last run in the history, the candidate's run is triaged against it and, let through,
+decided with one more incumbent run (two new runs, not three; `referee.py`).
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ class StudyResult(StrictModel):
     confidence: float
     min_speedup: float
     max_case_regression: float
+    reuse_incumbent_run: bool = False  # trials triaged and decided on a reused incumbent run
 
 
 @dataclass(frozen=True)
@@ -126,11 +131,13 @@ def _evaluation(label: str, cases: Sequence[Case], runs: Sequence[StudyRun]) -> 
 
 
 def trial(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: random.Random,
-          confirm_pairs: int, confidence: float = 0.99) -> tuple[Verdict, int, int, bool]:
+          confirm_pairs: int, confidence: float = 0.99,
+          reuse_incumbent_run: bool = False) -> tuple[Verdict, int, int, bool]:
     """One A/B/A trial decided by the product's referee, its confirmation pairs drawn as it asks for them. Returns
     the verdict, the runs used, the confirmation pairs measured, and whether any verdict on the way had the
     per-case regression gate to thank for its course (failed, or a case undecided): only then can the gate-off
-    replay differ."""
+    replay differ. `reuse_incumbent_run`: the first incumbent run drawn is the history's last one, triaged
+    against and reused."""
     cases = tuple(side.case for side in sides)
     incumbents: list[list[StudyRun]] = []
     candidates: list[list[StudyRun]] = []
@@ -150,10 +157,15 @@ def trial(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: r
                    and spare(side.incumbent, [*candidates[i], *incumbents[i]]) for i, side in enumerate(sides))
 
     referee = Referee(Rules(cases=cases, budget=budget, confidence=confidence, confirm_pairs=confirm_pairs,
-                            noise=NoiseRule(given=noise)))
-    state = referee.start(role=Role.CANDIDATE, test_seed=test_seed, history=RunMedians(),
+                            noise=NoiseRule(given=noise), triage=reuse_incumbent_run,
+                            reuse_incumbent_run=reuse_incumbent_run))
+    history, taken = RunMedians(), {"candidate": 0, "incumbent": 0}
+    if reuse_incumbent_run:
+        history = history.with_run("incumbent", _evaluation(Role.INCUMBENT.value, cases,
+                                                            [drawn[0] for drawn in incumbents]))
+        taken["incumbent"] = 1
+    state = referee.start(role=Role.CANDIDATE, test_seed=test_seed, history=history,
                          digests=("candidate", "incumbent"))
-    taken = {"candidate": 0, "incumbent": 0}
     while not isinstance(action := referee.next(state), Ruling):
         assert isinstance(action, Measure)  # no profile evidence in a study
         if action.pair and action.side == "candidate":  # a pair is drawn whole, candidate first, side by side
@@ -172,18 +184,18 @@ def trial(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: r
 
 
 def _cell(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: random.Random, trials: int,
-          confirm_pairs: int, confidence: float) -> CellOutcome:
+          confirm_pairs: int, confidence: float, reuse: bool) -> CellOutcome:
     gate_off = budget.model_copy(update={"max_case_regression": CASE_GATE_OFF})
     promoted = without = failed = confirmed = runs_used = 0
     for _ in range(trials):
         state = rng.getstate()
-        verdict, used, pairs, gate_mattered = trial(sides, noise, budget, rng, confirm_pairs, confidence)
+        verdict, used, pairs, gate_mattered = trial(sides, noise, budget, rng, confirm_pairs, confidence, reuse)
         promoted_now = verdict.decision.status.value == "promoted"
         if gate_mattered:  # decide the same draws again with the gate off
             again = random.Random()
             again.setstate(state)
             promoted_off = trial(sides, noise, gate_off, again, confirm_pairs,
-                                 confidence)[0].decision.status.value == "promoted"
+                                 confidence, reuse)[0].decision.status.value == "promoted"
         else:
             promoted_off = promoted_now
         promoted += promoted_now
@@ -217,8 +229,9 @@ def _learnt(sides: Sequence[_Side], learn_noise: bool, confidence: float, floor:
 
 def analyse(measurements: Sequence[StudyMeasurement], trials: int, seed: int, *, learn_noise: bool = True,
             confirm_pairs: int = 2, budget: Budget | None = None, confidence: float = 0.99,
-            noise_floor: float = DEFAULT_NOISE_FLOOR) -> StudyResult:
-    """Every example's cells (A/A, T2, T3, T5), then, with two or more examples, the combined candidate's."""
+            noise_floor: float = DEFAULT_NOISE_FLOOR, reuse_incumbent_run: bool = False) -> StudyResult:
+    """Every example's cells (A/A, T2, T3, T5), then, with two or more examples, the combined candidate's.
+    `reuse_incumbent_run`: each trial triaged and decided on a reused incumbent run (`trial`)."""
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
     budget = budget or Budget()
@@ -231,7 +244,7 @@ def analyse(measurements: Sequence[StudyMeasurement], trials: int, seed: int, *,
         for name, incumbent, candidate in (("aa", "A", "A2"), *((g, g, "A") for g in GAINS)):
             sides = [_Side(case, by_variant[incumbent], by_variant[candidate])]
             outcomes[example][name] = _cell(sides, _learnt(sides, learn_noise, confidence, noise_floor), budget, rng,
-                                            trials, confirm_pairs, confidence)
+                                            trials, confirm_pairs, confidence, reuse_incumbent_run)
     if len(examples) > 1:
         names = list(examples)
         cells = {"aa": [("A", "A2", 1.0)] * len(names), "T3": [("T3", "A", 1.0)] * len(names),
@@ -242,8 +255,8 @@ def analyse(measurements: Sequence[StudyMeasurement], trials: int, seed: int, *,
                            examples[example][candidate])
                      for example, (incumbent, candidate, weight) in zip(names, plan, strict=True)]
             outcomes["combined"][name] = _cell(sides, _learnt(sides, learn_noise, confidence, noise_floor), budget,
-                                               rng, trials, confirm_pairs, confidence)
+                                               rng, trials, confirm_pairs, confidence, reuse_incumbent_run)
     return StudyResult(noise={example: _noise_of(by_variant) for example, by_variant in examples.items()},
                        outcomes=outcomes, trials=trials, seed=seed, learn_noise=learn_noise,
                        confirm_pairs=confirm_pairs, confidence=confidence, min_speedup=budget.min_speedup,
-                       max_case_regression=budget.max_case_regression)
+                       max_case_regression=budget.max_case_regression, reuse_incumbent_run=reuse_incumbent_run)

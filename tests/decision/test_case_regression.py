@@ -206,3 +206,14 @@ def test_a_three_percent_loss_hidden_in_an_aggregate_gain_is_rejected(studies):
     hidden = studies["measurement-study-3"].outcomes["combined"]["hidden_regression"]
     assert hidden.promoted == 0 and hidden.case_gate_failed == hidden.trials
     assert hidden.promoted_without_case_gate >= 0.9 * hidden.trials  # what the aggregate alone would promote
+
+
+def test_on_the_recorded_studies_reusing_the_incumbent_run_decides_as_three_fresh_runs_do():
+    """Trials triaged against a drawn incumbent run and decided on it and one more (the run's default): no A/A
+    candidate promoted, every recorded 3 % gain found, the hidden 3 % loss rejected."""
+    study = analyse(load_study(DATA / "measurement-study-3"), trials=60, seed=7, reuse_incumbent_run=True)
+    assert study.reuse_incumbent_run
+    for example, cells in study.outcomes.items():
+        assert cells["aa"].promoted == 0, example
+        assert cells["T3"].promoted == cells["T3"].trials, example
+    assert study.outcomes["combined"]["hidden_regression"].promoted == 0
