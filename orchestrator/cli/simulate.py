@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     study = parser.add_argument_group("measurement studies")
     study.add_argument("--trials", type=int, default=200, help="A/B/A trials drawn per cell (default 200)")
     study.add_argument("--seed", type=int, default=7, help="seed of the trials' draws (default 7, the study's)")
+    study.add_argument("--reuse-incumbent-run", action="store_true",
+                       help="decide each trial as a triaging run does by default: the candidate's run triaged "
+                            "against an incumbent run, then decided on it and one more")
     policy = parser.add_argument_group("policy overrides (default: what each decision used)")
     policy.add_argument("--min-speedup", type=float, help="minimum aggregate speedup to promote")
     policy.add_argument("--confidence", type=float, help="confidence of the promotion test")
@@ -85,7 +88,8 @@ def format_study(result: StudyResult, source: str) -> str:
     lines = [f"study {source}: {result.trials} trials per cell, seed {result.seed}, noise "
              f"{'learnt from the incumbent variant' if result.learn_noise else 'floor only'}, up to "
              f"{result.confirm_pairs} confirmation pairs, min_speedup {result.min_speedup:g}, "
-             f"max_case_regression {result.max_case_regression:g}"]
+             f"max_case_regression {result.max_case_regression:g}"
+             + (", the incumbent's last run reused" if result.reuse_incumbent_run else "")]
     rows = [("example", "cell", "promoted", "without case gate", "case gate failed", "confirmed")]
     for example, cells in result.outcomes.items():
         for name, cell in cells.items():
@@ -112,7 +116,8 @@ def simulate_study(args: argparse.Namespace, policy: Policy) -> int:
                                            if getattr(policy, name) is not None})
         result = analyse(measurements, args.trials, args.seed, learn_noise=policy.noise_model != "floor",
                          budget=budget, confidence=policy.confidence or 0.99,
-                         noise_floor=DEFAULT_NOISE_FLOOR if policy.noise_floor is None else policy.noise_floor)
+                         noise_floor=DEFAULT_NOISE_FLOOR if policy.noise_floor is None else policy.noise_floor,
+                         reuse_incumbent_run=args.reuse_incumbent_run)
     except RecordsError as exc:
         return fail(str(exc))
     except ValueError as exc:

@@ -353,5 +353,9 @@ def test_cli_decides_a_measurement_studys_trials_again():
     assert lines[0].startswith(f"study {DATA / 'measurement-study-2'}: 4 trials per cell, seed 7")
     assert lines[1].split() == ["example", "cell", "promoted", "without", "case", "gate", "case", "gate", "failed",
                                 "confirmed"]
+    reused = run_cli("simulate", DATA / "measurement-study-2", "--trials", "4", "--reuse-incumbent-run", timeout=300)
+    assert reused.returncode == 0, reused.stderr
+    assert json.loads(reused.stdout)["study"]["reuse_incumbent_run"] is True
+    assert reused.stderr.splitlines()[0].endswith(", the incumbent's last run reused")
     bad = run_cli("simulate", DATA / "measurement-study-2", "--trials", "0", timeout=120)
     assert bad.returncode == 1 and bad.stderr == "[tlx-agent] error: --trials 0: give at least 1 trial per cell\n"
