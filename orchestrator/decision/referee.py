@@ -57,7 +57,7 @@ from orchestrator.decision import evidence as profile_evidence
 from orchestrator.decision.evidence import DeepProfileCall, Evidence
 from orchestrator.decision.gates import Verdict, decide, needs_confirmation, triage
 from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, RunMedians
-from orchestrator.decision.time_budget import pair_fits
+from orchestrator.decision.time_budget import FULL_DECISION_RUNS, pair_fits
 from protocol.bundle import Budget, Case
 from protocol.profile import CaseProfileComparison
 from protocol.results import Decision, DecisionStatus, Evaluation, EvaluationStatus
@@ -111,6 +111,12 @@ class Rules:
     triage: bool = False
     # with triage, the incumbent's last run in the history is the decision's first incumbent run (REUSE_SCHEDULE)
     reuse_incumbent_run: bool = False
+
+    @property
+    def full_decision_runs(self) -> int:
+        """The new workers a candidate costs when its first run does not settle it (confirmation pairs aside):
+        what the run expects the next candidate to take."""
+        return len(REUSE_SCHEDULE) if self.triage and self.reuse_incumbent_run else FULL_DECISION_RUNS
 
     def __post_init__(self) -> None:
         if "candidate" not in self.schedule:

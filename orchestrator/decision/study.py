@@ -184,18 +184,19 @@ def trial(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: r
 
 
 def _cell(sides: Sequence[_Side], noise: BetweenRunNoise, budget: Budget, rng: random.Random, trials: int,
-          confirm_pairs: int, confidence: float, reuse: bool) -> CellOutcome:
+          confirm_pairs: int, confidence: float, reuse_incumbent_run: bool) -> CellOutcome:
     gate_off = budget.model_copy(update={"max_case_regression": CASE_GATE_OFF})
     promoted = without = failed = confirmed = runs_used = 0
     for _ in range(trials):
         state = rng.getstate()
-        verdict, used, pairs, gate_mattered = trial(sides, noise, budget, rng, confirm_pairs, confidence, reuse)
+        verdict, used, pairs, gate_mattered = trial(sides, noise, budget, rng, confirm_pairs, confidence,
+                                                    reuse_incumbent_run)
         promoted_now = verdict.decision.status.value == "promoted"
         if gate_mattered:  # decide the same draws again with the gate off
             again = random.Random()
             again.setstate(state)
             promoted_off = trial(sides, noise, gate_off, again, confirm_pairs,
-                                 confidence, reuse)[0].decision.status.value == "promoted"
+                                 confidence, reuse_incumbent_run)[0].decision.status.value == "promoted"
         else:
             promoted_off = promoted_now
         promoted += promoted_now

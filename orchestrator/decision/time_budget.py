@@ -15,7 +15,6 @@ def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: floa
 
 
 FULL_DECISION_RUNS = 3  # the schedule's runs (A/B/A, or B/A/B with triage) of a candidate its first run does not settle
-REUSING_DECISION_RUNS = 2  # B/A after the incumbent's last run, reused (`--reuse-incumbent-run`)
 
 
 def expected_candidate_seconds(experiments: Sequence[ExperimentRecord],

@@ -23,8 +23,6 @@ from orchestrator.decision.evidence import profiles_not_taken
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
 from orchestrator.decision.referee import Ruling
 from orchestrator.decision.time_budget import (
-    FULL_DECISION_RUNS,
-    REUSING_DECISION_RUNS,
     candidate_fits,
     expected_candidate_seconds,
     revalidation_fits,
@@ -353,9 +351,8 @@ class OptimizationRun:
 
     def next_candidate_fits(self, state: RunState, deadline: float) -> bool:
         left = deadline - trio.current_time()
-        config = self.config
-        full_runs = REUSING_DECISION_RUNS if config.triage and config.reuse_incumbent_run else FULL_DECISION_RUNS
-        expected = expected_candidate_seconds(state.experiments, full_runs)
+        assert self.side_by_side is not None
+        expected = expected_candidate_seconds(state.experiments, self.side_by_side.referee.rules.full_decision_runs)
         if candidate_fits(left, expected):
             return True
         state.stop(StoppingReason.TIME_BUDGET_EXHAUSTED,
