@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from orchestrator.decision.gates import decide, needs_confirmation
+from orchestrator.decision.gates import UNFINISHED_GATE, decide, needs_confirmation
 from orchestrator.decision.noise import BetweenRunNoise, RunMedians, noise_from_history
 from orchestrator.decision.referee import PAIR_DOES_NOT_FIT, NoiseRule, Referee, Rules, Ruling
 from orchestrator.decision.statistics import sample_stats
@@ -145,6 +145,21 @@ def test_several_candidate_runs_are_pooled_and_any_incorrect_run_rejects():
     assert rejected.decision.status.value == "rejected" and not rejected.decision.gates["correct"]
     with pytest.raises(ValueError, match="no candidate"):
         decide([CASE], [], incumbents, Budget())
+
+
+def test_a_candidate_run_that_did_not_complete_fails_its_own_gate_not_the_correctness_gate():
+    """A candidate run cut by the run's deadline, crashed or refused by the sandbox showed nothing about its
+    results: the decision fails, and its gate says the run did not complete (a revalidation's advice reads it)."""
+    rng = random.Random(5)
+    incumbents = [run("incumbent", 100.0, rng)]
+    for status in (EvaluationStatus.TIMEOUT, EvaluationStatus.CRASHED, EvaluationStatus.SANDBOX_VIOLATION):
+        unfinished = Evaluation(label="candidate", status=status, reason="timed out in benchmark (case c)")
+        verdict = decide([CASE], [unfinished], incumbents, Budget())
+        assert verdict.decision.status is DecisionStatus.FAILED
+        assert verdict.decision.gates == {UNFINISHED_GATE: False} and verdict.aggregate_speedup is None
+    wrong = Evaluation(label="candidate", status=EvaluationStatus.INCORRECT, reason="case c: 3 of 4096 differ")
+    verdict = decide([CASE], [wrong], incumbents, Budget())
+    assert verdict.decision.status is DecisionStatus.REJECTED and verdict.decision.gates == {"correct": False}
 
 
 def test_an_incumbent_run_cut_by_a_deadline_can_reject_but_never_promote():

@@ -28,6 +28,10 @@ from protocol.results import (
     EvaluationStatus,
 )
 
+# The gate a candidate fails when its run ended before it was verified and timed (crashed, timed out, refused by
+# a limit, the sandbox or the judge): such a run says nothing about correctness. Older records named it `correct`.
+UNFINISHED_GATE = "completed"
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -146,10 +150,13 @@ def decide(
     noise = noise or BetweenRunNoise()
     candidate = next((e for e in candidates if e.status is not EvaluationStatus.OK), candidates[-1])
     if candidate.status is not EvaluationStatus.OK:
-        return Verdict(Decision(status=DecisionStatus.REJECTED if candidate.status is EvaluationStatus.INCORRECT
-                                else DecisionStatus.FAILED,
+        wrong = candidate.status is EvaluationStatus.INCORRECT
+        # only a run that was verified and found wrong fails `correct`: nothing downstream (a revalidation's advice)
+        # reads a crash or a cut as a wrong result
+        return Verdict(Decision(status=DecisionStatus.REJECTED if wrong else DecisionStatus.FAILED,
                                 reason=f"{candidate.status.value}: {candidate.reason}",
-                                gates={"correct": False}), [], 0.0 if candidate.status is EvaluationStatus.INCORRECT else None, None)
+                                gates={"correct": False} if wrong else {UNFINISHED_GATE: False}),
+                       [], 0.0 if wrong else None, None)
     broken = [e for e in incumbents if e.status is not EvaluationStatus.OK]
     if broken or not incumbents:
         reason = (f"incumbent re-measurement {broken[0].status.value}: {broken[0].reason}" if broken

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from orchestrator.decision.gates import TRIAGE_GATE, Verdict
+from orchestrator.decision.gates import TRIAGE_GATE, UNFINISHED_GATE, Verdict
 from orchestrator.decision.noise import DEFAULT_NOISE_FLOOR, BetweenRunNoise, RunMedians
 from orchestrator.decision.referee import NoiseRule, Referee, Rules, Ruling
 from orchestrator.decision.schedule import measurement_schedule
@@ -222,7 +222,10 @@ def recorded_view(record: ExperimentRecord) -> DecisionView:
     assert record.decision is not None
     statistics = record.statistics
     noise = statistics.get("between_run_noise") or {}
-    return DecisionView(status=record.decision.status, gates=record.decision.gates,
+    gates = record.decision.gates
+    if record.decision.status is DecisionStatus.FAILED and gates == {"correct": False}:
+        gates = {UNFINISHED_GATE: False}  # recorded before an unfinished run had its own gate: the same decision
+    return DecisionView(status=record.decision.status, gates=gates,
                         aggregate_speedup=record.aggregate_speedup, lower_bound=statistics.get("lower_bound"),
                         learned_sd=noise.get("learned_sd"), noise_dof=noise.get("dof"), reason=record.decision.reason)
 

@@ -159,6 +159,8 @@ def _median(evaluation: Evaluation | None, case_id: str) -> tuple[float | None, 
 # What a failed revalidation gate means for the person reading the result, in the order orchestrator/decision/gates.py
 # checks the gates (the first failed one gives the decision's reason)
 _GATE_ADVICE = {
+    "completed": "a run ended before it was verified and timed (the reason names why: a crash, a timeout, a limit "
+                 "or the judge); experiments/final/ holds each of its workers' logs",
     "correct": "the finalist failed verification when run again: look for nondeterminism in it",
     "speedup": "its earlier gain did not reproduce against fresh baseline runs: measure again on a quieter machine",
     "case_regression": "a protected case is slower than the original beyond its noise: the reason names it; "

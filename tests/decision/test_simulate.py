@@ -359,3 +359,21 @@ def test_cli_decides_a_measurement_studys_trials_again():
     assert reused.stderr.splitlines()[0].endswith(", the incumbent's last run reused")
     bad = run_cli("simulate", DATA / "measurement-study-2", "--trials", "0", timeout=120)
     assert bad.returncode == 1 and bad.stderr == "[tlx-agent] error: --trials 0: give at least 1 trial per cell\n"
+
+
+def test_a_record_that_named_an_unfinished_run_correct_false_replays_as_the_same_decision():
+    """Before unfinished runs had their own gate, a candidate run cut by the run's deadline was recorded failed
+    with `{"correct": False}` (the H100 softmax tune of 2026-12-07, r002-c001); a replay decides it failed with
+    `{"completed": False}`, the same decision."""
+    from orchestrator.decision.simulate import first_difference, recorded_view
+    from protocol.results import Decision, ExperimentRecord
+    reason = "timeout: timed out in benchmark (case rows4096_cols4096) after 2.3 s"
+    old = ExperimentRecord(experiment_id="r002-c001", decision=Decision(
+        status=DecisionStatus.FAILED, reason=reason, gates={"correct": False}))
+    wrong = ExperimentRecord(experiment_id="r002-c002", decision=Decision(
+        status=DecisionStatus.REJECTED, reason="incorrect: case c", gates={"correct": False}))
+    assert recorded_view(old).gates == {"completed": False}
+    assert recorded_view(wrong).gates == {"correct": False}
+    today = recorded_view(old.model_copy(update={"decision": old.decision.model_copy(
+        update={"gates": {"completed": False}})}))
+    assert first_difference(recorded_view(old), today) is None

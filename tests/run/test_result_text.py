@@ -59,6 +59,17 @@ def test_revalidation_detail_names_the_first_failed_gate_and_what_it_suggests():
         "machine or raise --max-cv")
 
 
+def test_a_finalist_whose_run_did_not_complete_is_not_called_nondeterministic():
+    record = ExperimentRecord(experiment_id="final", parent_id="r001-c000", decision=Decision(
+        status=DecisionStatus.FAILED, reason="timeout: timed out in benchmark (case large) after 60.0 s",
+        gates={"completed": False}))
+    detail = reporting.revalidation_detail(record)
+    assert detail.startswith("the finalist r001-c000 failed revalidation next to fresh baseline runs at the completed "
+                             "gate (timeout: timed out in benchmark (case large) after 60.0 s), so the baseline stays; "
+                             "a run ended before it was verified and timed")
+    assert "nondeterminism" not in detail
+
+
 def test_commit_details_carry_the_failed_commits_reason():
     record = ExperimentRecord(experiment_id="r001-c000", source_path="/out/experiments/r001-c000/kernel.py")
     commits = [CommitRecord(status="committed", kind="promotion", experiment_id="r000"),
