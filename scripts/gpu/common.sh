@@ -56,14 +56,14 @@ json.dump(target, open(sys.argv[2], "w"), indent=2)
 PY
   echo "$path"
 }
-# run_opt NAME EXAMPLE ARGS...: one optimize run on the example's h200 bundle into $OUT/NAME (no commit; HARNESS,
-# CASES and TARGET override the bundle's harness.py, h200/cases.json and h200/target.json),
+# run_opt NAME EXAMPLE ARGS...: one optimize run on the example's h200 bundle into $OUT/NAME (no commit; KERNEL, HARNESS,
+# CASES and TARGET override the example's kernel.py and the bundle's harness.py, h200/cases.json and h200/target.json),
 # killed after $RUN_LIMIT seconds; its decisions go to $OUT/summary.txt.
 run_opt() {
   local name=$1 example=$2; shift 2
   local t0
   t0=$(date +%s)
-  timeout "${RUN_LIMIT:-240}" python3 -m orchestrator.cli optimize --kernel "examples/$example/kernel.py" \
+  timeout "${RUN_LIMIT:-240}" python3 -m orchestrator.cli optimize --kernel "${KERNEL:-examples/$example/kernel.py}" \
     --harness "${HARNESS:-examples/$example/harness.py}" --cases "${CASES:-examples/$example/h200/cases.json}" \
     --target "${TARGET:-examples/$example/h200/target.json}" --output-dir "$OUT/$name" --no-commit-winner "$@" \
     > "$OUT/$name.json" 2> "$OUT/$name.log" || true

@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# How many candidates the gate measures in about ten minutes on the softmax example (docs/performance.md): one
-# `optimize --provider tune` run at BUDGET seconds (default 555, what fits one 600 s device command with the install),
-# then scripts/gate_cost.py's table, the fork server's line, and per worker the candidate's first kernel call,
-# the judge's kernel load and the launchers the run kept.
-#   bash scripts/gpu/h200_softmax_gate_throughput.sh        (everything under $OUT, summary.txt last)
+# How many candidates the gate measures in about ten minutes on the softmax example (docs/performance.md), one
+# optimize run at BUDGET seconds (default 555, what fits one 600 s device command with the install), then
+# scripts/gate_cost.py's table, the fork server's line, and per worker the candidate's first kernel call, the
+# judge's kernel load and the launchers the run kept. MODE picks the candidates:
+#   tune    `--provider tune` from the untouched kernel: screened candidates, as many as the search sends;
+#   replay  (default) `--provider replay` over 80 configurations of the knob grid (scripts/grid_candidates.py)
+#           from the kernel at 1024 / 2 warps / 2 stages, the tuner's winner on the H200 and the H100: candidates
+#           a little slower or no faster, what a search gates once it has its first winner, as many as the gate
+#           can take. They were not compiled ahead, so each worker compiles its candidate (an upper bound on what
+#           a screened one costs).
+#   MODE=tune bash scripts/gpu/h200_softmax_gate_throughput.sh        (everything under $OUT, summary.txt last)
 source "$(dirname "$0")/common.sh"
 set +e
 BUDGET="${BUDGET:-555}"
 gpu_facts | tee -a "$OUT/summary.txt"
-RUN_LIMIT=$((BUDGET + 25)) run_opt softmax_tune softmax --provider tune --max-total-seconds "$BUDGET"
+MODE="${MODE:-replay}"
+if [ "$MODE" = tune ]; then
+  RUN_LIMIT=$((BUDGET + 25)) run_opt softmax_tune softmax --provider tune --max-total-seconds "$BUDGET" --max-rounds 1000
+else
+  python3 scripts/grid_candidates.py --kernel examples/softmax/kernel.py --start BLOCK_SIZE=1024 NUM_WARPS=2 \
+    NUM_STAGES=2 --start-out /tmp/softmax-start.py --out /tmp/softmax-grid --count 80 | tee -a "$OUT/summary.txt"
+  KERNEL=/tmp/softmax-start.py RUN_LIMIT=$((BUDGET + 25)) run_opt softmax_tune softmax --provider replay \
+    --replay-dir /tmp/softmax-grid --max-total-seconds "$BUDGET" --max-rounds 1000
+fi
 python3 scripts/gate_cost.py "$OUT/softmax_tune" | tee -a "$OUT/summary.txt"
 grep -h "worker start: forked" "$OUT/softmax_tune.log" | cut -c1-200 | tee -a "$OUT/summary.txt"
 python3 - "$OUT/softmax_tune/result.json" <<'PY' | tee -a "$OUT/summary.txt"
