@@ -74,6 +74,7 @@ class RunManifest(StrictModel):
     confirm_pairs: int
     triage: bool = False  # absent (False) in runs older than triage
     reuse_incumbent_run: bool = False  # absent (False) in runs older than the reuse
+    overlap_compile_ahead: bool = False  # absent (False) in runs older than the overlap
     skip_validation: bool
     bundle_lock: LockSummary | None  # null with --skip-validation
     host: HostRecord

@@ -157,6 +157,12 @@ def _add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     measure.add_argument("--no-reuse-incumbent-run", dest="reuse_incumbent_run", action="store_false",
                          help="with triage, measure the incumbent and the candidate once more after its first run "
                               "(candidate/incumbent/candidate)")
+    measure.add_argument("--overlap-compile-ahead", dest="overlap_compile_ahead", action="store_true", default=True,
+                         help="on a GPU target, compile every candidate of a round ahead on the host from the "
+                              "round's start, so a later candidate's compile runs while earlier ones are measured "
+                              "(default: on)")
+    measure.add_argument("--no-overlap-compile-ahead", dest="overlap_compile_ahead", action="store_false",
+                         help="compile each candidate ahead only when its turn comes, with nothing else running")
     measure.add_argument("--confidence", type=_confidence, default=0.99,
                          help="one-sided confidence of the promotion test and of each case's bound (default "
                               "%(default)s)")

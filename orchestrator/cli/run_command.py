@@ -53,7 +53,7 @@ def build_config(args: argparse.Namespace, argv: list[str]) -> RunConfig:
         reference_kernel=absolute(args.reference_kernel), arch=args.arch, vcs=args.vcs,
         commit_message=args.commit_message, commit_winner=args.commit_winner, prior_run=absolute(args.prior_run),
         isolation=args.isolation, schedule=args.schedule, confirm_pairs=args.confirm_runs, triage=args.triage,
-        reuse_incumbent_run=args.reuse_incumbent_run,
+        reuse_incumbent_run=args.reuse_incumbent_run, overlap_compile_ahead=args.overlap_compile_ahead,
         worker_python=args.worker_python,
         worker_start=args.worker_start,
         data_limit_bytes=int(args.data_limit_gib * (1 << 30)) if args.data_limit_gib else None,

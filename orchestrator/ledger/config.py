@@ -38,6 +38,7 @@ class RunConfig:
     confirm_pairs: int = 2  # extra candidate/incumbent pairs when only the noise gate fails
     triage: bool = True  # a candidate's first run may reject it against the incumbent's last run
     reuse_incumbent_run: bool = True  # with triage, that last run is the first incumbent run of the A/B/A
+    overlap_compile_ahead: bool = True  # a round's candidates compiled ahead together, from the round's start
     worker_python: str = sys.executable
     # "forkserver": workers forked by a per-run server that imported torch and triton once
     # (sandbox_worker/forkserver.py); "fresh": a new interpreter per worker

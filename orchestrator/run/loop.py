@@ -19,6 +19,7 @@ from pathlib import Path
 import trio
 
 from orchestrator.bundle.inputs import FROZEN_NAME_BY_ROLE, Inputs, freeze_bundle
+from orchestrator.compile_ahead.ahead import compile_target_for
 from orchestrator.decision.evidence import profiles_not_taken
 from orchestrator.decision.physics import device_peaks_line, physics_verdict
 from orchestrator.decision.referee import Ruling
@@ -41,7 +42,7 @@ from orchestrator.providers.base import (
     ProviderExhausted,
 )
 from orchestrator.run import finalists, profile_step, refusals
-from orchestrator.run.ahead_step import compiled_ahead
+from orchestrator.run.ahead_step import RoundCompiles, compiled_ahead, compiling_alongside
 from orchestrator.run.commit_step import CommitStep
 from orchestrator.run.evaluator import Evaluates, Evaluator, MakesEvaluator
 from orchestrator.run.first_call_step import winner_first_call
@@ -313,41 +314,76 @@ class OptimizationRun:
             promoted_this_round = any(e.round_index == round_index and e.decision is not None
                                       and e.decision.status is DecisionStatus.PROMOTED for e in state.experiments)
             proposals = await self.propose_round(state, proposing_for, round_index, baseline, deadline, start_slot)
-            for experiment_id, slot, proposal, refused in proposals:
-                if isinstance(proposal, refusals.OnlyRefused):  # no worker: recorded; nothing more is asked for
-                    await self.run_candidate(state, incumbent, experiment_id, round_index, slot, proposal, deadline,
-                                             refused)
-                    why = (f"the {self.provider.name} provider proposed only what the run already refused "
-                           f"({len(refused)} in a row); no more proposals are asked for in this round, the next "
-                           "round proposes again")
-                    self.log.event(f"{experiment_id} status=round_ended reason={quote(why)}")
-                    continue  # a concurrent provider's other slots were proposed already: they still run
-                if isinstance(proposal, ProviderExhausted):
-                    self.log.event(f"{experiment_id} status=provider_exhausted reason={str(proposal)!r}")
-                    state.stop(StoppingReason.PROVIDER_EXHAUSTED,
-                               str(proposal) or f"the {self.provider.name} provider has no further candidate")
-                    state.provider_explanation = proposal.explanation_json
-                    return incumbent
-                if not self.next_candidate_fits(state, deadline):
-                    return incumbent
-                record, promoted = await self.run_candidate(state, incumbent, experiment_id, round_index, slot,
-                                                            proposal, deadline, refused)
-                if isinstance(proposal, ProviderFailed) and self.provider_failures.exhausted:
-                    detail = self.provider_failures.exhausted_detail()
-                    self.log.event(f"{experiment_id} status=provider_exhausted reason={quote(detail, 600)}")
-                    state.stop(StoppingReason.PROVIDER_EXHAUSTED, detail)
-                    return incumbent
-                if promoted is not None:
-                    incumbent = promoted
-                    promoted_this_round = True
-                    if not await self.commit_step.checkpoint(state, record, incumbent.source, self.evaluator):
-                        state.stop(StoppingReason.PROMOTION_COMMIT_FAILED,
-                                   reporting.commit_failed_detail(record, self.commit_step.records))
-                        return incumbent
+            async with compiling_alongside(self.evaluator) as round_compiles:
+                self.start_round_compiles(round_compiles, state, proposals, deadline)
+                incumbent, promoted, stopped = await self.run_round(state, incumbent, round_index, proposals,
+                                                                    deadline, round_compiles)
+            if stopped:
+                return incumbent
+            promoted_this_round = promoted_this_round or promoted
             state.rounds_without_promotion = 0 if promoted_this_round else state.rounds_without_promotion + 1
         state.stop(StoppingReason.ROUND_BUDGET_EXHAUSTED,
                    reporting.round_budget_detail(self.config.budget.max_rounds, state.experiments))
         return incumbent
+
+    async def run_round(self, state: RunState, incumbent: Incumbent, round_index: int,
+                        proposals: Sequence[tuple[str, int, Proposal | Exception, list[RefusedProposal]]],
+                        deadline: float, round_compiles: RoundCompiles) -> tuple[Incumbent, bool, bool]:
+        """Each of the round's candidates in slot order: (the incumbent after them, whether one was promoted,
+        whether the run stops)."""
+        promoted_here = False
+        for experiment_id, slot, proposal, refused in proposals:
+            if isinstance(proposal, refusals.OnlyRefused):  # no worker: recorded; nothing more is asked for
+                await self.run_candidate(state, incumbent, experiment_id, round_index, slot, proposal, deadline,
+                                         refused)
+                why = (f"the {self.provider.name} provider proposed only what the run already refused "
+                       f"({len(refused)} in a row); no more proposals are asked for in this round, the next "
+                       "round proposes again")
+                self.log.event(f"{experiment_id} status=round_ended reason={quote(why)}")
+                continue  # a concurrent provider's other slots were proposed already: they still run
+            if isinstance(proposal, ProviderExhausted):
+                self.log.event(f"{experiment_id} status=provider_exhausted reason={str(proposal)!r}")
+                state.stop(StoppingReason.PROVIDER_EXHAUSTED,
+                           str(proposal) or f"the {self.provider.name} provider has no further candidate")
+                state.provider_explanation = proposal.explanation_json
+                return incumbent, promoted_here, True
+            if not self.next_candidate_fits(state, deadline):
+                return incumbent, promoted_here, True
+            record, promoted = await self.run_candidate(state, incumbent, experiment_id, round_index, slot,
+                                                        proposal, deadline, refused, round_compiles=round_compiles)
+            if isinstance(proposal, ProviderFailed) and self.provider_failures.exhausted:
+                detail = self.provider_failures.exhausted_detail()
+                self.log.event(f"{experiment_id} status=provider_exhausted reason={quote(detail, 600)}")
+                state.stop(StoppingReason.PROVIDER_EXHAUSTED, detail)
+                return incumbent, promoted_here, True
+            if promoted is not None:
+                incumbent = promoted
+                promoted_here = True
+                if not await self.commit_step.checkpoint(state, record, incumbent.source, self.evaluator):
+                    state.stop(StoppingReason.PROMOTION_COMMIT_FAILED,
+                               reporting.commit_failed_detail(record, self.commit_step.records))
+                    return incumbent, promoted_here, True
+        return incumbent, promoted_here, False
+
+    def start_round_compiles(self, compiles: RoundCompiles, state: RunState,
+                             proposals: Sequence[tuple[str, int, Proposal | Exception, list[RefusedProposal]]],
+                             deadline: float) -> None:
+        """Every new source the round proposed, compiled ahead from now on, side by side (ahead_step.py); none
+        with `--no-overlap-compile-ahead` or where the target takes no compile ahead. A duplicate, or a source a
+        screening compiled already, is not compiled."""
+        if not self.config.overlap_compile_ahead or compile_target_for(self.inputs.target) is None:
+            return
+        known = set(state.seen_digests) | set(self.prior_digests)
+        for experiment_id, _slot, proposal, _refused in proposals:
+            if not isinstance(proposal, Proposal) or raw_digest(proposal.source) in state.compiled_ahead:
+                continue
+            digest = normalized_digest(proposal.source)
+            if digest in known:
+                continue
+            known.add(digest)
+            path = self.artifacts.write_source(experiment_id, proposal.source)  # as its turn writes it again
+            compiles.start(experiment_id, proposal.source, path, deadline - trio.current_time(),
+                           device_name=state.device)
 
     def next_candidate_fits(self, state: RunState, deadline: float) -> bool:
         left = deadline - trio.current_time()
@@ -455,7 +491,8 @@ class OptimizationRun:
 
     async def run_candidate(self, state: RunState, incumbent: Incumbent, experiment_id: str, round_index: int,
                             slot: int, proposal: Proposal | Exception, deadline: float,
-                            refused: Sequence[RefusedProposal] = ()) -> tuple[ExperimentRecord, Incumbent | None]:
+                            refused: Sequence[RefusedProposal] = (), *, round_compiles: RoundCompiles | None = None
+                            ) -> tuple[ExperimentRecord, Incumbent | None]:
         assert self.evaluator is not None and self.side_by_side is not None
         started = time.monotonic()
         record = ExperimentRecord(experiment_id=experiment_id, round_index=round_index, slot_index=slot,
@@ -492,7 +529,7 @@ class OptimizationRun:
         ahead = await compiled_ahead(self.evaluator, self.screener.store if self.screener else None, experiment_id,
                                      proposal.source, source_path, deadline - trio.current_time(),
                                      screened_in=state.compiled_ahead.get(raw_digest(proposal.source)),
-                                     device_name=state.device)
+                                     device_name=state.device, round_compiles=round_compiles)
         if ahead is not None:  # over the device's limits: no GPU worker spent, and never proposed again
             record.evaluations = [ahead]
             record.decision = Decision(status=DecisionStatus.REJECTED, reason=f"build_failed: {ahead.reason}")

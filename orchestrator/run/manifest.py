@@ -55,6 +55,7 @@ def run_manifest(config: RunConfig, inputs: Inputs, bundle: FrozenBundle, state:
         confirm_pairs=config.confirm_pairs,
         triage=config.triage,
         reuse_incumbent_run=config.reuse_incumbent_run,
+        overlap_compile_ahead=config.overlap_compile_ahead,
         skip_validation=config.skip_validation,
         bundle_lock=config.bundle_lock_summary,
         host=HostRecord(platform=platform.platform(), python=platform.python_version(), machine=platform.machine()),

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
 import pytest
 import trio
 
@@ -22,7 +24,7 @@ from orchestrator.compile_ahead.ahead import (
 from orchestrator.compile_ahead.store import InfeasibleStore
 from orchestrator.providers.screening import ScreeningResult
 from orchestrator.providers.tune.search import FamilySearch, _resource_of
-from orchestrator.run.ahead_step import compiled_ahead
+from orchestrator.run.ahead_step import RoundCompiles, compiled_ahead, compiling_alongside
 from orchestrator.run.screening import Screener
 from orchestrator.run.screening_ahead import merge, partition
 from orchestrator.run.state import RunState
@@ -193,3 +195,89 @@ def test_a_screened_variant_is_compiled_once_and_its_candidate_starts_with_its_k
     assert events[-1] == ("r001-c000 compile_ahead skipped: s001 compiled this exact source within the device's "
                           "limits")
     assert evaluator.kernel_cache.fill(raw_digest(VARIANTS["baseline"]), tmp_path / "worker" / "triton_cache") == 1
+
+
+def run_evaluator(tmp_path: Path, events: list[str]) -> SimpleNamespace:
+    """What the compile-ahead step reads of a run's evaluator, over real compiles for the H200 target."""
+    return SimpleNamespace(bundle=SimpleNamespace(harness_path=HARNESS),
+                           inputs=SimpleNamespace(cases=[Case.model_validate(c) for c in CASES], target=H200),
+                           config=SimpleNamespace(worker_python=sys.executable),
+                           kernel_cache=SourceKernelCache(tmp_path / "kernel_cache"),
+                           log=SimpleNamespace(event=events.append))
+
+
+@pytest.mark.slow
+def test_a_rounds_candidates_compile_side_by_side_and_each_turn_takes_its_own(tmp_path):
+    """A round's proposals are compiled ahead together from the round's start (run/ahead_step.py RoundCompiles):
+    the second slot's compile runs while the first slot's turn is taken, so its own turn waits less than its
+    compile took; each turn gets its own source's verdict and its workers the kernels."""
+    events: list[str] = []
+    run = run_evaluator(tmp_path, events)
+    store = InfeasibleStore(tmp_path / "infeasible_configs.jsonl")
+    paths = {name: tmp_path / f"{name}.py" for name in ("huge", "baseline")}
+    for name, path in paths.items():
+        path.write_text(VARIANTS[name])
+    turns = {}
+
+    async def round_of_two() -> None:
+        async with trio.open_nursery() as nursery:
+            compiles = RoundCompiles(run, nursery)
+            for slot, (name, path) in enumerate(paths.items()):
+                compiles.start(f"r001-c00{slot}", VARIANTS[name], path, seconds_left=960)
+            compiles.start("r001-c002", VARIANTS["baseline"], paths["baseline"], seconds_left=960)  # one compile
+            assert len(compiles.pending) == 2
+            for slot, name in enumerate(paths):
+                turns[name] = await compiled_ahead(run, store, f"r001-c00{slot}", VARIANTS[name], paths[name],
+                                                   seconds_left=960, round_compiles=compiles)
+
+    trio.run(round_of_two)
+    assert turns["huge"] is not None and turns["huge"].reason.startswith("compile ahead (shared memory): ")
+    assert turns["baseline"] is None
+    assert run.kernel_cache.fill(raw_digest(VARIANTS["baseline"]), tmp_path / "worker" / "triton_cache") == 1
+    overlapped = [e for e in events if "compile_ahead overlapped" in e]
+    assert [e.split()[0] for e in overlapped] == ["r001-c000", "r001-c001"]
+    started, waited = (float(x) for x in re.fullmatch(
+        r"r001-c001 compile_ahead overlapped: started with its round (\S+) s ago, its turn waited (\S+) s for it",
+        overlapped[1]).groups())
+    assert waited < started  # part of its compile ran before its turn
+
+
+@pytest.mark.slow
+def test_a_round_that_ends_ends_its_compiles_and_their_children(tmp_path):
+    """The round's nursery is cancelled when the round stops early (the run's budget, a stop): a compile still
+    running is ended with its child process, and no turn is left waiting."""
+    events: list[str] = []
+    run = run_evaluator(tmp_path, events)
+    path = tmp_path / "baseline.py"
+    path.write_text(VARIANTS["baseline"])
+    me = psutil.Process()
+
+    async def cut_round() -> float:
+        async with trio.open_nursery() as nursery:
+            compiles = RoundCompiles(run, nursery)
+            compiles.start("r001-c001", VARIANTS["baseline"], path, seconds_left=960)
+            await trio.sleep(1.0)
+            assert me.children(recursive=True)  # the compile child is running
+            nursery.cancel_scope.cancel()
+            cancelled = trio.current_time()
+        return trio.current_time() - cancelled
+
+    assert trio.run(cut_round) < 10.0
+    assert not [child for child in me.children(recursive=True) if child.is_running()
+                and child.status() != psutil.STATUS_ZOMBIE]
+    assert run.kernel_cache.fill(raw_digest(VARIANTS["baseline"]), tmp_path / "w" / "triton_cache") == 0
+
+
+def test_what_a_round_raises_comes_out_as_itself_not_in_the_compiles_group(tmp_path):
+    """The run loop stops on the exception types it knows (an abort, a provider's exhaustion, Ctrl-C): a round's
+    compiles nursery must not turn them into an exception group."""
+    class Stop(Exception):
+        pass
+
+    async def round_that_stops() -> None:
+        async with compiling_alongside(run_evaluator(tmp_path, [])) as compiles:
+            assert compiles.pending == {}
+            raise Stop("the run's deadline")
+
+    with pytest.raises(Stop, match="the run's deadline"):
+        trio.run(round_that_stops)
