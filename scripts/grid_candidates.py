@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def main() -> int:
-    from tuner_study import GRID
+    from tuner_study import narrowed_grid
 
     from orchestrator.providers.tune import apply_knobs, find_knobs
     from orchestrator.providers.tune.edits import EditError
@@ -45,12 +45,10 @@ def main() -> int:
     args = parser.parse_args()
     if bool(args.start) != bool(args.start_out):
         parser.error("--start and --start-out go together")
-    values_by_kind = dict(GRID)
-    for item in args.values:
-        kind, _, values = item.partition("=")
-        if kind not in GRID or not values:
-            parser.error(f"--values {item!r}: use KIND=V1,V2 with KIND one of {sorted(GRID)}")
-        values_by_kind[kind] = tuple(int(v) for v in values.split(","))
+    try:
+        values_by_kind = narrowed_grid(args.values)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"--out {args.out} is not empty: the replay provider would read what is there too")
     source = args.kernel.read_text(encoding="utf-8")

@@ -47,6 +47,20 @@ GRID = {"block": (64, 128, 256, 512, 1024, 2048, 4096), "tile": (32, 64, 128, 25
         "stages": (1, 2, 3, 4), "group": (1, 8)}
 
 
+def narrowed_grid(items: list[str]) -> dict[str, tuple[int, ...]]:
+    """`GRID` with the kinds `--values KIND=V1,V2 ...` names narrowed to those values (ValueError saying the form)."""
+    values_by_kind = dict(GRID)
+    for item in items:
+        kind, _, values = item.partition("=")
+        try:
+            if kind not in GRID or not values:
+                raise ValueError
+            values_by_kind[kind] = tuple(int(v) for v in values.split(","))
+        except ValueError:
+            raise ValueError(f"--values {item!r}: use KIND=V1,V2 with integers and KIND one of {sorted(GRID)}") from None
+    return values_by_kind
+
+
 def main() -> int:
     from orchestrator.decision.statistics import weighted_geomean
     from orchestrator.providers.tune import apply_knobs, find_knobs
@@ -74,12 +88,10 @@ def main() -> int:
                         help="with --resume: re-measure its K best here, beside the tuned kernel")
     parser.add_argument("--warm-shard", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    grid_values = dict(GRID)
-    for item in args.values:
-        kind, _, values = item.partition("=")
-        if kind not in GRID or not values:
-            parser.error(f"--values {item!r}: use KIND=V1,V2 with KIND one of {sorted(GRID)}")
-        grid_values[kind] = tuple(int(v) for v in values.split(","))
+    try:
+        grid_values = narrowed_grid(args.values)
+    except ValueError as exc:
+        parser.error(str(exc))
     import importlib.util
 
     example = ROOT / "examples" / args.example
