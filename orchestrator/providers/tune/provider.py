@@ -26,6 +26,7 @@ from orchestrator.providers.tune.policy import (
     source_digests,
 )
 from orchestrator.providers.tune.search import (
+    SWEEP_LIMIT,
     FamilySearch,
     Screened,
     family_size_for,
@@ -141,10 +142,13 @@ class TuneProvider:
                                   set(triton_names(knobs).values()))
 
         seen = measured_already(context)
+        environment = dict(context.target.environment)
         screened = await self._search.next_screened(
             knobs, context.incumbent_source, context.screener.screen, excluded=seen,
-            family_size=family_size_for(dict(context.target.environment), context.target.backend),
-            weights={case.case_id: case.weight for case in context.cases})
+            family_size=family_size_for(environment, context.target.backend),
+            weights={case.case_id: case.weight for case in context.cases},
+            # on a GPU only: under the interpreter a family takes minutes and its timings scatter by tens of percent
+            sweep_limit=0 if interpreted(environment, context.target.backend) else SWEEP_LIMIT)
         if screened is None:  # the search is spent: what it timed faster, by less than a family needs
             screened = self._search.leftover(knobs, min_gain=_gate_gain(context), excluded=seen)
         return None if screened is None else screened_proposal(context, knobs, screened)
