@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -94,6 +95,17 @@ class RunArtifacts:
         path = self.experiment_dir(experiment_id) / "kernel.py"
         path.write_text(source, encoding="utf-8")
         return path
+
+    def remove_unrecorded(self, experiment_ids: list[str], recorded: set[str]) -> None:
+        """The sources written ahead for experiments that never ran (the run stopped within their round): their
+        kernel.py goes, and their folder when nothing else is in it, so every experiment folder left has a record."""
+        for experiment_id in experiment_ids:
+            if experiment_id in recorded:
+                continue
+            directory = self.root / "experiments" / experiment_id
+            (directory / "kernel.py").unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                directory.rmdir()
 
     def write_patches(self, experiment_id: str, source: str, parent_id: str, parent_source: str,
                       baseline_source: str) -> tuple[Path, Path]:

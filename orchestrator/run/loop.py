@@ -315,9 +315,10 @@ class OptimizationRun:
                                       and e.decision.status is DecisionStatus.PROMOTED for e in state.experiments)
             proposals = await self.propose_round(state, proposing_for, round_index, baseline, deadline, start_slot)
             async with compiling_alongside(self.evaluator) as round_compiles:
-                self.start_round_compiles(round_compiles, state, proposals, deadline)
+                written = self.start_round_compiles(round_compiles, state, proposals, deadline)
                 incumbent, promoted, stopped = await self.run_round(state, incumbent, round_index, proposals,
                                                                     deadline, round_compiles)
+            self.artifacts.remove_unrecorded(written, {e.experiment_id for e in state.experiments})
             if stopped:
                 return incumbent
             promoted_this_round = promoted_this_round or promoted
@@ -367,12 +368,14 @@ class OptimizationRun:
 
     def start_round_compiles(self, compiles: RoundCompiles, state: RunState,
                              proposals: Sequence[tuple[str, int, Proposal | Exception, list[RefusedProposal]]],
-                             deadline: float) -> None:
-        """Every new source the round proposed, compiled ahead from now on, side by side (ahead_step.py); none
-        with `--no-overlap-compile-ahead` or where the target takes no compile ahead. A duplicate, or a source a
-        screening compiled already, is not compiled."""
+                             deadline: float) -> list[str]:
+        """Every new source the round proposed, compiled ahead from now on, side by side (ahead_step.py), from
+        its experiment's kernel.py, written now; the experiments written. None with `--no-overlap-compile-ahead`
+        or where the target takes no compile ahead. A duplicate, or a source a screening compiled already, is not
+        compiled."""
         if not self.config.overlap_compile_ahead or compile_target_for(self.inputs.target) is None:
-            return
+            return []
+        written: list[str] = []
         known = set(state.seen_digests) | set(self.prior_digests)
         for experiment_id, _slot, proposal, _refused in proposals:
             if not isinstance(proposal, Proposal) or raw_digest(proposal.source) in state.compiled_ahead:
@@ -382,8 +385,10 @@ class OptimizationRun:
                 continue
             known.add(digest)
             path = self.artifacts.write_source(experiment_id, proposal.source)  # as its turn writes it again
+            written.append(experiment_id)
             compiles.start(experiment_id, proposal.source, path, deadline - trio.current_time(),
                            device_name=state.device)
+        return written
 
     def next_candidate_fits(self, state: RunState, deadline: float) -> bool:
         left = deadline - trio.current_time()

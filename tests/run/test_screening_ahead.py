@@ -22,6 +22,7 @@ from orchestrator.compile_ahead.ahead import (
     remembered_in_source,
 )
 from orchestrator.compile_ahead.store import InfeasibleStore
+from orchestrator.ledger.artifacts import RunArtifacts
 from orchestrator.providers.screening import ScreeningResult
 from orchestrator.providers.tune.search import FamilySearch, _resource_of
 from orchestrator.run.ahead_step import RoundCompiles, compiled_ahead, compiling_alongside
@@ -281,3 +282,15 @@ def test_what_a_round_raises_comes_out_as_itself_not_in_the_compiles_group(tmp_p
 
     with pytest.raises(Stop, match="the run's deadline"):
         trio.run(round_that_stops)
+
+
+def test_sources_written_ahead_for_slots_that_never_ran_are_removed_with_their_empty_folders(tmp_path):
+    """A run that stops within a round (its budget, a stop) leaves no experiment folder without a record."""
+    artifacts = RunArtifacts(tmp_path)
+    for experiment_id in ("r001-c000", "r001-c001", "r001-c002"):
+        artifacts.write_source(experiment_id, "x = 1\n")
+    (tmp_path / "experiments" / "r001-c002" / "notes.txt").write_text("something else was put here\n")
+    artifacts.remove_unrecorded(["r001-c000", "r001-c001", "r001-c002"], recorded={"r001-c000"})
+    assert (tmp_path / "experiments" / "r001-c000" / "kernel.py").read_text() == "x = 1\n"
+    assert not (tmp_path / "experiments" / "r001-c001").exists()
+    assert sorted(p.name for p in (tmp_path / "experiments" / "r001-c002").iterdir()) == ["notes.txt"]
