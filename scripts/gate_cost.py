@@ -5,7 +5,9 @@
 One row per run: candidates gated (a candidate run was measured), how many the gate's triage rejected on their
 first run, how many it decided on the incumbent's last run and two new workers (`--reuse-incumbent-run`), the
 median wall of a gated experiment (from its artifacts to its decision: compile ahead, every worker,
-the profile), its median count of workers, the run's workers' verify seconds per worker, and the part of it the
+the profile), the median part of that wall outside its workers (the host's: chiefly a compile ahead the
+candidate's turn waited for), its median count of workers, the run's workers' verify seconds per worker, and the
+part of it the
 candidate processes' first recorded call took (`record_first.candidate_recorded_call`: the first TorchDispatchMode
 a process enters, before the fork server warmed it). Standard library only; the records are read, never changed.
 """
@@ -49,6 +51,12 @@ def reused(experiment: dict[str, Any]) -> bool:
     return "reused_incumbent_run" in (experiment.get("statistics") or {}) and not triaged(experiment)
 
 
+def outside_workers(experiment: dict[str, Any]) -> float:
+    """The seconds of a gated experiment's wall that none of its workers took."""
+    workers = sum((ev.get("worker") or {}).get("wall_seconds") or 0.0 for ev in experiment.get("evaluations", []))
+    return max((experiment.get("wall_seconds") or 0.0) - workers, 0.0)
+
+
 def row(name: str, result: dict[str, Any]) -> dict[str, Any]:
     experiments = gated(result)
     report = result.get("report") or {}
@@ -61,6 +69,7 @@ def row(name: str, result: dict[str, Any]) -> dict[str, Any]:
         "triaged": sum(triaged(e) for e in experiments),
         "reused": sum(reused(e) for e in experiments),
         "median_gated_wall_s": statistics.median(e.get("wall_seconds", 0.0) for e in experiments) if experiments else None,
+        "median_outside_workers_s": statistics.median(outside_workers(e) for e in experiments) if experiments else None,
         "median_gated_workers": statistics.median(len(e.get("evaluations", [])) for e in experiments) if experiments else None,
         "workers": workers,
         "verify_s_per_worker": worker_seconds.get("verify", 0.0) / workers if workers else None,

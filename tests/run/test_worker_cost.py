@@ -87,6 +87,7 @@ def test_gate_cost_reads_a_recorded_run_and_counts_what_triage_rejected(capsys):
     recorded = PROJECT_ROOT / "docs/results/2026-12-06-h200-triage-and-tlx-tunes/matmul_tune_result.json.gz"
     row = gate_cost.row("matmul", gate_cost.load(recorded))
     assert (row["gated"], row["triaged"], row["median_gated_workers"], row["workers"]) == (6, 4, 1, 15)
+    assert 0.0 <= row["median_outside_workers_s"] < row["median_gated_wall_s"]
     assert row["median_gated_wall_s"] < 10.0 and row["stopping_reason"] == "provider_exhausted"
     # the first recording, before the fork server warmed torch's dispatch: 34.1 of 52.8 verify-seconds
     assert 2.2 < row["first_recording_s_per_worker"] < 2.4 < row["verify_s_per_worker"]
@@ -99,3 +100,10 @@ def test_gate_cost_reads_a_recorded_run_and_counts_what_triage_rejected(capsys):
     refused = [e for e in result["experiments"] if (e.get("decision") or {}).get("reason", "").startswith(
         "build_failed: compile ahead")]
     assert len(refused) == 3 and gate_cost.row("matmul", result)["gated"] == 4
+    # an H100 replay of grid configurations not compiled ahead: half of each gated wall was the host's compile
+    # ahead, before the one worker; the tuner's screened candidates, compiled by screening, had none
+    throughput = PROJECT_ROOT / "docs/results/2026-12-07-h100-gate-throughput"
+    replayed = gate_cost.row("replay", gate_cost.load(throughput / "replay-result.json.gz"))
+    screened = gate_cost.row("tune", gate_cost.load(throughput / "tune-result.json.gz"))
+    assert (replayed["gated"], screened["gated"]) == (54, 6)
+    assert 3.5 < replayed["median_outside_workers_s"] < 4.0 and screened["median_outside_workers_s"] < 0.1
