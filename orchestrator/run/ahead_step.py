@@ -10,11 +10,12 @@ A round's candidates are proposed before the first is measured, so all of them a
 from the start of the round (`RoundCompiles`, `--overlap-compile-ahead`): a later slot's compile runs on the host
 while the earlier slots' workers measure, and its turn starts from a finished compile (on the H100, 3.8 s of a
 7.4 s gated candidate was its compile ahead). The compile child runs on the host's CPU, never on the GPU the
-workers time, and compiles without launching.
+workers time, and compiles without launching; at most the host's cores less one compile at a time.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -68,12 +69,15 @@ class _Pending:
 
 class RoundCompiles:
     """The compiles ahead of one round's candidates, started together in the round's nursery (which cancels what
-    is left when the round ends) and each taken by its candidate's turn, by the exact source it compiled."""
+    is left when the round ends) and each taken by its candidate's turn, by the exact source it compiled. At most
+    the host's cores less one compile at a time (as screening's compiles ahead), so the run's own work, a GPU
+    worker's host side included, keeps a core: on a 2-core host they run one after another."""
 
-    def __init__(self, evaluator: Evaluates, nursery: trio.Nursery) -> None:
+    def __init__(self, evaluator: Evaluates, nursery: trio.Nursery, lanes: int | None = None) -> None:
         self.evaluator = evaluator
         self.nursery = nursery
         self.pending: dict[str, _Pending] = {}
+        self.limiter = trio.CapacityLimiter(max(1, lanes or (os.cpu_count() or 2) - 1))
 
     def start(self, experiment_id: str, source: str, source_path: Path, seconds_left: float, *,
               device_name: str | None = None) -> None:
@@ -84,8 +88,10 @@ class RoundCompiles:
 
         async def compile_one() -> None:
             try:
-                pending.check = await compile_check(self.evaluator, experiment_id, source_path, seconds_left,
-                                                    device_name=device_name)
+                async with self.limiter:
+                    left = seconds_left - (time.monotonic() - pending.started)  # what waiting for a lane took
+                    pending.check = await compile_check(self.evaluator, experiment_id, source_path, left,
+                                                        device_name=device_name)
             except OSError as exc:  # no interpreter or harness: raised where the candidate's turn takes it
                 pending.error = exc
             finally:
