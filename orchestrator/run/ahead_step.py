@@ -15,7 +15,6 @@ workers time, and compiles without launching; at most the host's cores less one 
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from orchestrator.compile_ahead.ahead import check_candidate, remember_infeasible
+from orchestrator.run.screening_ahead import lanes_for_host
 from orchestrator.source_digest import raw_digest
 from protocol.results import Evaluation, EvaluationStatus
 from protocol.roles import Role
@@ -73,11 +73,11 @@ class RoundCompiles:
     the host's cores less one compile at a time (as screening's compiles ahead), so the run's own work, a GPU
     worker's host side included, keeps a core: on a 2-core host they run one after another."""
 
-    def __init__(self, evaluator: Evaluates, nursery: trio.Nursery, lanes: int | None = None) -> None:
+    def __init__(self, evaluator: Evaluates, nursery: trio.Nursery) -> None:
         self.evaluator = evaluator
         self.nursery = nursery
         self.pending: dict[str, _Pending] = {}
-        self.limiter = trio.CapacityLimiter(max(1, lanes or (os.cpu_count() or 2) - 1))
+        self.limiter = trio.CapacityLimiter(lanes_for_host())
 
     def start(self, experiment_id: str, source: str, source_path: Path, seconds_left: float, *,
               device_name: str | None = None) -> None:

@@ -74,6 +74,9 @@ from protocol.results import (
 )
 from protocol.roles import Role
 
+# one slot of a round: its experiment id, the slot, its proposal (or why there is none), what was refused before it
+SlotProposal = tuple[str, int, Proposal | Exception, list[RefusedProposal]]
+
 
 class OptimizationRun:
     def __init__(self, config: RunConfig, inputs: Inputs, provider: CandidateProvider, log: LiveLog,
@@ -328,7 +331,7 @@ class OptimizationRun:
         return incumbent
 
     async def run_round(self, state: RunState, incumbent: Incumbent, round_index: int,
-                        proposals: Sequence[tuple[str, int, Proposal | Exception, list[RefusedProposal]]],
+                        proposals: Sequence[SlotProposal],
                         deadline: float, round_compiles: RoundCompiles) -> tuple[Incumbent, bool, bool]:
         """Each of the round's candidates in slot order: (the incumbent after them, whether one was promoted,
         whether the run stops)."""
@@ -367,10 +370,10 @@ class OptimizationRun:
         return incumbent, promoted_here, False
 
     def start_round_compiles(self, compiles: RoundCompiles, state: RunState,
-                             proposals: Sequence[tuple[str, int, Proposal | Exception, list[RefusedProposal]]],
+                             proposals: Sequence[SlotProposal],
                              deadline: float) -> list[str]:
         """Every new source the round proposed, compiled ahead from now on, side by side (ahead_step.py), from
-        its experiment's kernel.py, written now; the experiments written. None with `--no-overlap-compile-ahead`
+        its experiment's kernel.py, written now; the experiments written. Nothing with `--no-overlap-compile-ahead`
         or where the target takes no compile ahead. A duplicate, or a source a screening compiled already, is not
         compiled."""
         if not self.config.overlap_compile_ahead or compile_target_for(self.inputs.target) is None:
@@ -430,7 +433,7 @@ class OptimizationRun:
 
     async def propose_round(self, state: RunState, incumbent: Incumbent, round_index: int, baseline: Evaluation,
                             deadline: float, first_slot: int = 0
-                            ) -> list[tuple[str, int, Proposal | Exception, list[RefusedProposal]]]:
+                            ) -> list[SlotProposal]:
         """Each slot's proposal (or why there is none), with the proposals refused for it before any worker
         because the run had refused what they propose (run/refusals.py): the provider is asked again after each,
         up to `MAX_REFUSED_IN_A_ROW`; a slot that got only those ends the round."""

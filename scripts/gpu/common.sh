@@ -56,6 +56,13 @@ json.dump(target, open(sys.argv[2], "w"), indent=2)
 PY
   echo "$path"
 }
+# softmax_grid COUNT: COUNT configurations of the softmax example's knob grid as replay candidates in
+# /tmp/softmax-grid, edits of the example at 1024 / 2 warps / 2 stages (the tuner's winner on the H200 and the
+# H100), which is written to /tmp/softmax-start.py (the run's KERNEL)
+softmax_grid() {
+  python3 scripts/grid_candidates.py --kernel examples/softmax/kernel.py --start BLOCK_SIZE=1024 NUM_WARPS=2 \
+    NUM_STAGES=2 --start-out /tmp/softmax-start.py --out /tmp/softmax-grid --count "$1" | tee -a "$OUT/summary.txt"
+}
 # run_opt NAME EXAMPLE ARGS...: one optimize run on the example's h200 bundle into $OUT/NAME (no commit; KERNEL, HARNESS,
 # CASES and TARGET override the example's kernel.py and the bundle's harness.py, h200/cases.json and h200/target.json),
 # killed after $RUN_LIMIT seconds; its decisions go to $OUT/summary.txt.

@@ -9,8 +9,7 @@ source "$(dirname "$0")/common.sh"
 set +e
 BUDGET="${BUDGET:-200}"
 gpu_facts | tee -a "$OUT/summary.txt"
-python3 scripts/grid_candidates.py --kernel examples/softmax/kernel.py --start BLOCK_SIZE=1024 NUM_WARPS=2 \
-  NUM_STAGES=2 --start-out /tmp/softmax-start.py --out /tmp/softmax-grid --count 60 | tee -a "$OUT/summary.txt"
+softmax_grid 60
 for mode in overlap no-overlap; do
   KERNEL=/tmp/softmax-start.py RUN_LIMIT=$((BUDGET + 25)) run_opt "$mode" softmax --provider replay \
     --replay-dir /tmp/softmax-grid --max-total-seconds "$BUDGET" --max-rounds 1000 "--$mode-compile-ahead" \

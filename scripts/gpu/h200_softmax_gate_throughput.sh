@@ -7,8 +7,8 @@
 #   replay  (default) `--provider replay` over 80 configurations of the knob grid (scripts/grid_candidates.py)
 #           from the kernel at 1024 / 2 warps / 2 stages, the tuner's winner on the H200 and the H100: candidates
 #           a little slower or no faster, what a search gates once it has its first winner, as many as the gate
-#           can take. They were not compiled ahead, so each worker compiles its candidate (an upper bound on what
-#           a screened one costs).
+#           can take. No screening compiled them, so the run compiles each ahead before its worker (an upper
+#           bound on what a screened one costs).
 #   MODE=tune bash scripts/gpu/h200_softmax_gate_throughput.sh        (everything under $OUT, summary.txt last)
 source "$(dirname "$0")/common.sh"
 set +e
@@ -18,8 +18,7 @@ MODE="${MODE:-replay}"
 if [ "$MODE" = tune ]; then
   RUN_LIMIT=$((BUDGET + 25)) run_opt softmax_tune softmax --provider tune --max-total-seconds "$BUDGET" --max-rounds 1000
 else
-  python3 scripts/grid_candidates.py --kernel examples/softmax/kernel.py --start BLOCK_SIZE=1024 NUM_WARPS=2 \
-    NUM_STAGES=2 --start-out /tmp/softmax-start.py --out /tmp/softmax-grid --count 80 | tee -a "$OUT/summary.txt"
+  softmax_grid 80
   KERNEL=/tmp/softmax-start.py RUN_LIMIT=$((BUDGET + 25)) run_opt softmax_tune softmax --provider replay \
     --replay-dir /tmp/softmax-grid --max-total-seconds "$BUDGET" --max-rounds 1000
 fi

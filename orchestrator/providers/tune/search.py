@@ -143,18 +143,11 @@ class FamilySearch:
             self.sweep_done = False
         while True:
             while not self.spent:
-                current = self.values.get(incumbent)
-                while self.queue:
-                    candidate = self.queue.pop(0)
-                    if excluded(candidate.source):
-                        continue
-                    if current is not None and candidate.scale_value >= current * (1 - MIN_SCREEN_GAIN):
-                        continue  # screened against an earlier incumbent and no faster than the present one
-                    self.proposed.add(candidate.config)
-                    return candidate
-                screened = await self._screen_family(knobs, incumbent, incumbent_source, screen, family_size,
-                                                     excluded, weights or {})
-                if screened is None:
+                queued = self._next_queued(incumbent, excluded)
+                if queued is not None:
+                    return queued
+                if await self._screen_family(knobs, incumbent, incumbent_source, screen, family_size, excluded,
+                                             weights or {}) is None:
                     return None
             chosen = self.sweep(knobs, incumbent, family_size - 1, sweep_limit)
             if not chosen:
@@ -163,6 +156,19 @@ class FamilySearch:
                                          weights or {}, chosen=chosen) is None:
                 return None
             # a sweep family that queued a gain revives the search (fruitless is 0 again); else the next one
+
+    def _next_queued(self, incumbent: tuple[tuple[str, int], ...], excluded: Callable[[str], bool]) -> Screened | None:
+        """The queue's next configuration still worth the gate, taken off it; None once the queue is empty."""
+        current = self.values.get(incumbent)
+        while self.queue:
+            candidate = self.queue.pop(0)
+            if excluded(candidate.source):
+                continue
+            if current is not None and candidate.scale_value >= current * (1 - MIN_SCREEN_GAIN):
+                continue  # screened against an earlier incumbent and no faster than the present one
+            self.proposed.add(candidate.config)
+            return candidate
+        return None
 
     def sweep(self, knobs: list[Knob], incumbent: tuple[tuple[str, int], ...], size: int,
               limit: int) -> list[tuple[tuple[str, int], ...]]:
