@@ -8,10 +8,19 @@ from protocol.results import Evaluation, ExperimentRecord
 from protocol.roles import Role
 
 
-def revalidation_reserve(max_total_seconds: float, baseline_worker_seconds: float) -> float:
-    """Seconds kept back from the rounds for the finalist's revalidation: about three workers (its
-    side-by-side runs) plus slack, and never more than a quarter of the whole budget."""
-    return min(max_total_seconds * 0.25, 3 * baseline_worker_seconds + 5.0)
+PROFILE_MARGIN = 1.5  # a finalist's deep profile against the untouched kernel's (H100, softmax: 27.6 against 24.7 s)
+
+
+def revalidation_reserve(max_total_seconds: float, baseline: Evaluation) -> float:
+    """Seconds kept back from the rounds for the finalist's revalidation, never more than a quarter of the whole
+    budget: its three side-by-side runs, each as long as the untouched kernel's run without its profile, one deep
+    profile with a margin over the untouched kernel's (the finalist's run brings it), and slack. Counting the
+    baseline's profiled wall three times kept 91 s back on softmax for revalidations that took 38 s (H100,
+    2026-12-07: 3.5 + 31.1 + 3.6 s), time the rounds could have used. A baseline that recorded no phase times
+    is counted whole, three times."""
+    profiled = _profile_seconds(baseline)
+    unprofiled = max(baseline.worker.wall_seconds - profiled, 0.0)
+    return min(max_total_seconds * 0.25, 3 * unprofiled + PROFILE_MARGIN * profiled + 5.0)
 
 
 FULL_DECISION_RUNS = 3  # the schedule's runs (A/B/A, or B/A/B with triage) of a candidate its first run does not settle
@@ -51,9 +60,12 @@ def _decides(evaluation: Evaluation) -> bool:
         return True
 
 
+def _profile_seconds(evaluation: Evaluation) -> float:
+    return sum(case.phase_seconds.get("profile", 0.0) for case in evaluation.cases)
+
+
 def _unprofiled_seconds(evaluation: Evaluation) -> float:
-    profiling = sum(case.phase_seconds.get("profile", 0.0) for case in evaluation.cases)
-    return max(evaluation.worker.wall_seconds - profiling, 0.0)
+    return max(evaluation.worker.wall_seconds - _profile_seconds(evaluation), 0.0)
 
 
 def longest_worker_seconds(evaluations: Sequence[Evaluation]) -> float:

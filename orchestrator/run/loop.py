@@ -152,7 +152,7 @@ class OptimizationRun:
         state.verdict_fallback = baseline.worker.verdict_fallback  # a resumed run stays where its baseline ran
         incumbent = Incumbent("baseline", self.inputs.kernel_source,
                               self.artifacts.root / "experiments/baseline/kernel.py", baseline)
-        loop_deadline = state.deadline - revalidation_reserve(budget.max_total_seconds, baseline.worker.wall_seconds)
+        loop_deadline = state.deadline - revalidation_reserve(budget.max_total_seconds, baseline)
         ended = self.resume.recorded.last_event("rounds_ended") if self.resume else None
         if ended is None:
             try:
@@ -617,7 +617,7 @@ class OptimizationRun:
         if recorded is not None:  # the dead run had tried it: its record says which
             candidate = next(e for e in state.experiments if e.experiment_id == recorded.parent_id)
         left = state.deadline - trio.current_time()
-        reserve = revalidation_reserve(self.config.budget.max_total_seconds, baseline.worker.wall_seconds)
+        reserve = revalidation_reserve(self.config.budget.max_total_seconds, baseline)
         expected = revalidation_seconds(failed, reserve)
         if candidate is None:
             why_not = "no earlier promotion is left to revalidate"

@@ -8,6 +8,7 @@ from orchestrator.decision.time_budget import (
     profile_cutoff,
     profile_seconds_by_case,
     revalidation_fits,
+    revalidation_reserve,
     revalidation_seconds,
 )
 from protocol.results import (
@@ -68,6 +69,20 @@ def test_a_next_best_revalidation_is_expected_to_cost_what_the_failed_one_did_at
     cut_short = _experiment("final", ("incumbent", 11.0), ("final", 2.0))  # an incorrect finalist ends early
     assert revalidation_seconds(cut_short, reserve=40.0) == 40.0
     assert revalidation_fits(81.0, 81.0) and not revalidation_fits(80.0, 81.0)
+
+
+def test_the_reserve_counts_the_profile_once_and_the_runs_without_it_three_times():
+    """Softmax on an H100 (2026-12-07): a 28.7 s baseline of which 24.7 s profiled; its revalidation took
+    3.5 + 31.1 + 3.6 s. The reserve covers that with room (54 s), not three profiled baselines (91 s)."""
+    baseline = _experiment("baseline", ("baseline", 28.7)).evaluations[0]
+    baseline.cases = [CaseMeasurement(case_id=case_id, protected=True, weight=1.0, phase_seconds={"profile": profile})
+                      for case_id, profile in (("large", 14.7), ("small", 10.0))]
+    reserve = revalidation_reserve(600.0, baseline)
+    assert 3.5 + 31.1 + 3.6 < reserve < 3 * 28.7 + 5.0
+    assert abs(reserve - (3 * 4.0 + 1.5 * 24.7 + 5.0)) < 1e-9
+    assert revalidation_reserve(100.0, baseline) == 25.0  # never more than a quarter of the budget
+    unphased = _experiment("baseline", ("baseline", 10.0)).evaluations[0]  # no phase times: counted whole
+    assert revalidation_reserve(600.0, unphased) == 35.0
 
 
 def test_a_profile_leaves_time_for_the_runs_its_decision_still_needs():
