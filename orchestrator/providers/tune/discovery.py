@@ -31,7 +31,7 @@ from orchestrator.providers.tune.constraints import (
 )
 from orchestrator.providers.tune.domains import DOMAINS
 from orchestrator.providers.tune.forms import AutotuneConfig, code, read_scaled
-from orchestrator.providers.tune.scan import TRITON_DEFAULTS, Found, Launch, Scan, Scope, subtree
+from orchestrator.providers.tune.scan import TRITON_DEFAULTS, Found, Launch, Scan, Scope, literal, subtree
 from orchestrator.providers.tune.styles import FINDERS, SITE_WORDS, STYLES, style_of
 
 _BOUNDS = ("at_least", "greater_than")
@@ -43,7 +43,7 @@ class KnobSite:
 
     key: str  # site:scope.name#ordinal, stable across edits of values
     name: str  # the launch parameter it sets: a constexpr, num_warps, num_stages, programs, configs, key, grid
-    kind: str  # block | tile | warps | stages | group | programs | configs | key | grid
+    kind: str  # block | tile | warps | stages | group | buffers | switch | programs | configs | key | grid
     site: str  # the style's site name (styles/)
     expression: str  # the value as written (for a scaled one, the author's expression inside the scaling)
     value: int | None  # a literal's value
@@ -153,6 +153,8 @@ def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...]
     if bound is not None and "next_power_of_2" in written:
         return (), (f"{bound.text()}; the wrapper already computes the smallest power of two that satisfies it, so a "
                     "smaller value is wrong and a larger one only adds masked lanes")
+    if found.kind == "switch":  # False or True, as the author writes it: no scale, no per-shape table
+        return ("literal",), ""
     tables = style_of(found.site).takes_tables(found)
     if isinstance(found.node, cst.Integer):  # scaling a literal is just another literal
         return (("literal", "table") if tables else ("literal",)), ""
@@ -250,13 +252,13 @@ def locate(source: str) -> Located | None:
         ordinals[(found.site, scope, found.name)] = ordinal + 1
         key = f"{found.site}:{scope + '.' if scope else ''}{found.name}#{ordinal}"
         scaled = read_scaled(found.node, found.kind) if "scale" in edits else None
-        literal = found.node.evaluated_value if isinstance(found.node, cst.Integer) else None
+        value = literal(found.node, found.kind)
         if found.absent_from is not None:  # Triton's default until the tuner writes the keyword
-            literal = TRITON_DEFAULTS[found.name]
+            value = TRITON_DEFAULTS[found.name]
         sites.append(KnobSite(
             key=key, name=found.name, kind=found.kind, site=found.site,
-            expression=str(literal) if found.absent_from is not None else code(scaled.base if scaled else found.node),
-            value=literal if isinstance(literal, int) else None,
+            expression=str(value) if found.absent_from is not None else code(scaled.base if scaled else found.node),
+            value=value if isinstance(value, int) else None,
             line=line, scope=scope, kernel=found.kernel,
             variable=style_of(found.site).assigned(found),
             step=scaled.step if scaled else 0, domain=DOMAINS.get(found.kind, ()), edits=edits,

@@ -12,6 +12,7 @@ DOMAINS: dict[str, tuple[int, ...]] = {
     "stages": (1, 2, 3, 4, 5, 6),
     "group": tuple(2**exponent for exponent in range(0, 7)),  # 1 .. 64
     "buffers": (1, 2, 3, 4, 5, 6),  # a TLX kernel's shared-memory buffers per pipeline (styles/tlx.py)
+    "switch": (0, 1),  # a boolean constexpr choosing between two code paths (False, True; styles/tlx.py)
 }
 # What an expression knob may be scaled by: exponents of 2 for sizes, warps, groups and program counts, steps
 # of one for stages (`policy` and `edits` read a value of an expression knob as one of these).
@@ -56,7 +57,10 @@ def parameter_kind(name: str, sizes: frozenset[str], uses_dot: bool) -> str | No
 
 def illegal(kind: str, value: int) -> str:
     """Why `value` is no setting of a knob of `kind` at all, whatever the tuner's domain holds ("" when it is
-    one): sizes are powers of two (tl.arange needs them), warps a power of two up to 32, everything positive."""
+    one): sizes are powers of two (tl.arange needs them), warps a power of two up to 32, a switch False or True,
+    everything else positive."""
+    if kind == "switch":
+        return "" if value in (0, 1) else f"{value} is neither False nor True"
     if value < 1:
         return f"{value} is not positive"
     if kind in ("block", "tile", "warps") and value & (value - 1):

@@ -17,7 +17,7 @@ import libcst as cst
 
 from orchestrator.providers.tune.constraints import WARPS_RANGE, Constraint
 from orchestrator.providers.tune.discovery import KnobSite, Located, locate
-from orchestrator.providers.tune.forms import AutotuneConfig, code, read_table, scaled_code, table_code
+from orchestrator.providers.tune.forms import AutotuneConfig, code, literal_code, read_table, scaled_code, table_code
 from orchestrator.providers.tune.scan import Found, subtree
 from orchestrator.providers.tune.styles import style_of
 
@@ -67,7 +67,9 @@ def violations(site: KnobSite, value: int, dims: Mapping[str, int] | None = None
                 if (problem := _check(constraint, value, site.value, dims or {}))]
     if site.kind == "warps" and not site.constraints and value not in (1, 2, 4, 8, 16, 32):
         problems.append(f"num_warps {value} is not one of {WARPS_RANGE}")
-    if value < 1:
+    if site.kind == "switch" and value not in (0, 1):
+        problems.append(f"{site.name} {value} is neither False nor True")
+    elif site.kind != "switch" and value < 1:
         problems.append(f"{site.name} {value} is not positive")
     return problems
 
@@ -144,7 +146,7 @@ def set_literal(source: str, key: str, value: int, dims: Mapping[str, int] | Non
     problems = violations(site, value, dims)
     if problems:
         raise EditError(f"{site.key} = {value}: {'; '.join(problems)}")
-    return rewrite(located, [(key, str(value))])
+    return rewrite(located, [(key, literal_code(site.kind, value))])
 
 
 def set_scaled(source: str, key: str, step: int) -> str:

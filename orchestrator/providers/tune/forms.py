@@ -30,6 +30,13 @@ class Table:
     fallback: cst.BaseExpression
 
 
+def literal_code(kind: str, value: int) -> str:
+    """A knob's literal value as the source writes it: `True` / `False` for a switch, the integer otherwise."""
+    if kind == "switch":
+        return "True" if value else "False"
+    return str(value)
+
+
 def code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 

@@ -31,7 +31,7 @@ from orchestrator.providers.tune.domains import (
     literal_kind,
 )
 from orchestrator.providers.tune.edits import EditError, rewrite, scale_violations, violations
-from orchestrator.providers.tune.forms import ADDITIVE_KINDS, scaled_code
+from orchestrator.providers.tune.forms import ADDITIVE_KINDS, literal_code, scaled_code
 from orchestrator.providers.tune.grid import grid_uses
 from orchestrator.providers.tune.scan import Scan, dotted, integer, string
 from orchestrator.providers.tune.styles.loop import LOOP_CALLS
@@ -76,17 +76,17 @@ class Knob:
     def show(self, value: int) -> str:
         """A value in a proposal's text: the literal, or the expression with its step (`E`, `E x2`, `E /2`)."""
         if not self.expression:
-            return str(value)
+            return literal_code(self.kind, value)
         return self.written() if value == 0 else f"{self.written()} {self.short(value)}"
 
     def code(self, value: int) -> str:
         """A value as the source will read: the literal, or the expression scaled by that step."""
-        return scaled_code(self.expression, self.kind, value) if self.expression else str(value)
+        return scaled_code(self.expression, self.kind, value) if self.expression else literal_code(self.kind, value)
 
     def short(self, value: int) -> str:
         """A value in a few characters: the literal, or the step (`x1` as written, `x2`, `/2`, `+1`)."""
         if not self.expression:
-            return str(value)
+            return literal_code(self.kind, value)
         if self.kind in ADDITIVE_KINDS:
             return f"{value:+d}"
         return f"x{2 ** value}" if value >= 0 else f"/{2 ** -value}"
@@ -317,7 +317,7 @@ def _change(knob: Knob, value: int) -> tuple[str, str]:
     problems = violations(site, value)
     if problems:
         raise EditError(f"{site.key} = {value}: {'; '.join(problems)}")
-    return site.key, str(value)
+    return site.key, literal_code(site.kind, value)
 
 
 def _located(source: str) -> Located:

@@ -33,6 +33,11 @@ _RATIONALE: dict[tuple[str, int], tuple[str, str]] = {
                       "loads issued further ahead of the MMAs that use them"),
     ("buffers", DOWN): ("frees the shared memory of one pipeline buffer",
                         "room for larger tiles or more resident programs"),
+    ("switch", UP): ("takes the code path the author wrote under `if` this switch instead of its `else`",
+                     "the alternative the kernel already holds (a subtiled epilogue: smaller stores, fewer live "
+                     "registers at the end)"),
+    ("switch", DOWN): ("takes the kernel's `else` path instead of the one this switch guards",
+                       "the kernel's other written path (a whole-tile epilogue: one larger store)"),
     ("programs", UP): ("launches more persistent programs, so more of them are resident on the SMs",
                        "more rows or tiles in flight at once, better latency hiding"),
     ("programs", DOWN): ("launches fewer persistent programs, each looping over more of the work",
@@ -63,6 +68,8 @@ _RISK: dict[tuple[str, int], str] = {
     ("group", DOWN): "smaller groups lower L2 reuse",
     ("buffers", UP): "each buffer holds a tile of every operand: shared memory may not fit (compile ahead checks)",
     ("buffers", DOWN): "a shallower pipeline may expose memory latency",
+    ("switch", UP): "the other path may use more registers or shared memory, or issue more, smaller memory operations",
+    ("switch", DOWN): "the other path may use more registers or shared memory, or issue fewer, larger memory operations",
     ("programs", UP): "programs beyond what the SMs hold wait for a slot and add setup",
     ("programs", DOWN): "too few programs leave SMs idle",
 }
@@ -99,14 +106,14 @@ def _moves(knob: Knob, value: int) -> str:
     """`NAME from old to new`, then what that does to the number of programs when the file says."""
     programs = _programs(knob, value)
     moved = (f"{knob.name} ({knob.written()}) from {knob.short(knob.value)} to {knob.short(value)}" if knob.expression
-             else f"{knob.name} from {knob.value} to {value}")
+             else f"{knob.name} from {knob.show(knob.value)} to {knob.show(value)}")
     return moved + (f" {programs} and" if programs else "")
 
 
 def _change(knob: Knob, value: int) -> str:
     """`old -> new` as code: the literals, or the expression as it is and as the edit writes it."""
     if not knob.expression:
-        return f"{knob.value} -> {value}"
+        return f"{knob.show(knob.value)} -> {knob.show(value)}"
     return f"{knob.code(knob.value)} -> {knob.code(value)}"
 
 
@@ -129,7 +136,8 @@ def proposal_metadata(
     if paired is not None:
         return _paired_metadata(knob, value, paired, bottleneck, bottleneck_evidence, notes)
     why, effect = _rationale(knob, direction)
-    verb = "Raising" if direction == UP else "Lowering"
+    verb = ("Turning on" if direction == UP else "Turning off") if knob.kind == "switch" else (
+        "Raising" if direction == UP else "Lowering")
     head = f"{bottleneck}: {bottleneck_evidence}; {knob.name}={knob.show(knob.value)} at line {knob.line}"
     bound = f" (the incumbent is {bottleneck}-bound)" if bottleneck != "unknown" else ""
     return {

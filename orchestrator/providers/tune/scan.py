@@ -128,6 +128,18 @@ def integer(node: cst.BaseExpression) -> int | None:
     return None
 
 
+def switch(node: cst.BaseExpression) -> int | None:
+    """A `True` / `False` literal as 1 / 0, the value of a switch knob (domains.py); None for anything else."""
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return int(node.value == "True")
+    return None
+
+
+def literal(node: cst.BaseExpression, kind: str | None) -> int | None:
+    """The value of a literal a knob of `kind` may sit on: True / False for a switch, an integer otherwise."""
+    return switch(node) if kind == "switch" else integer(node)
+
+
 def names(node: cst.CSTNode) -> set[str]:
     return {sub.value for sub in walk(node, into_scopes=True) if isinstance(sub, cst.Name)}
 

@@ -116,7 +116,8 @@ def test_the_warp_specialized_gemm_tunes_its_tiles_buffers_and_groups_but_not_it
     """`matmul_kernel_tlx_ws` autotunes over a comprehension: each value of a literal loop list is a knob. Its
     consumer task is `replicate=2` as written and its accumulator `BM // 2`: two MMA groups, so BM splits into
     two parts of whole 64-row warpgroups; NUM_MMA_GROUPS, NUM_MMA_WARPS and the launch options are literals of
-    the config dict no loop varies, and the barrier flags are no sizes."""
+    the config dict no loop varies. Of its two boolean loops, EPILOGUE_SUBTILE (`if EPILOGUE_SUBTILE:` stores
+    the accumulator in two halves) is a switch; USE_WARP_BARRIER chooses its barriers and stays as written."""
     kernel = "matmul_kernel_tlx_ws"
     assert knobs_of(WARP_SPECIALIZED) == {
         f"config:{kernel}.BM#0": ("tile", 128, (128, 256)),
@@ -130,7 +131,17 @@ def test_the_warp_specialized_gemm_tunes_its_tiles_buffers_and_groups_but_not_it
         f"config:{kernel}.GROUP_SIZE_M#0": ("group", 1, (1, 2, 4, 8, 16, 32, 64)),
         f"config:{kernel}.GROUP_SIZE_M#1": ("group", 8, (1, 2, 4, 8, 16, 32, 64)),
         f"config:{kernel}.GROUP_SIZE_M#2": ("group", 64, (1, 2, 4, 8, 16, 32, 64)),
+        f"config:{kernel}.EPILOGUE_SUBTILE#0": ("switch", 1, (0, 1)),  # the list [True, False]
+        f"config:{kernel}.EPILOGUE_SUBTILE#1": ("switch", 0, (0, 1)),
     }
+    barrier = left_alone(WARP_SPECIALIZED)[f"config:{kernel}.USE_WARP_BARRIER#0"]
+    assert barrier.startswith(f"USE_WARP_BARRIER chooses how {kernel} synchronizes (a branch of it calls "
+                              f"alloc_warp_barrier, line {line_of(WARP_SPECIALIZED, 'tlx.alloc_warp_barrier(')})")
+    subtile = next(k for k in tunable_knobs(WARP_SPECIALIZED) if k.key == f"config:{kernel}.EPILOGUE_SUBTILE#1")
+    assert changed_lines(WARP_SPECIALIZED, apply_knob(WARP_SPECIALIZED, subtile, 1)) == [
+        "-        for epilogue in [True, False]", "+        for epilogue in [True, True]"]
+    with pytest.raises(EditError, match="EPILOGUE_SUBTILE 2 is neither False nor True"):
+        apply_knob(WARP_SPECIALIZED, subtile, 2)
     bm = next(k for k in tunable_knobs(WARP_SPECIALIZED) if k.key == f"config:{kernel}.BM#0")
     with pytest.raises(EditError, match=r"BM // NUM_MMA_GROUPS \(line \d+\) is a whole multiple of 64 rows"):
         apply_knob(WARP_SPECIALIZED, bm, 64)
@@ -140,8 +151,8 @@ def test_the_warp_specialized_gemm_tunes_its_tiles_buffers_and_groups_but_not_it
     assert sorted(key for key in left_alone(WARP_SPECIALIZED) if key.startswith("loop:")) == [
         "loop:_skinny_matmul_kernel.num_stages#0", "loop:_skinny_tma_kernel.num_stages#0"]
     configs = discover(WARP_SPECIALIZED).site(f"autotune:{kernel}.configs#0")
-    assert configs.note.endswith("(EPILOGUE_SUBTILE in [True, False]; NUM_CTAS in [1, 2]; USE_WARP_BARRIER in "
-                                 "[False, True] left as written)")
+    assert configs.note.endswith("EPILOGUE_SUBTILE in [True, False]; GROUP_SIZE_M in [1, 8, 64]; USE_WARP_BARRIER in "
+                                 "[False, True] (NUM_CTAS in [1, 2] left as written)")  # the barrier's: pinned above
 
 
 def test_the_flash_attention_couples_its_tile_to_the_mma_groups_and_leaves_its_tasks_alone():
@@ -256,6 +267,13 @@ def test_a_pinned_list_is_written_as_its_choice_and_that_configuration_is_tuned(
     # NUM_MMA_WARPS, written out now, is read by nothing (the consumer tasks' warps are literals): no knob
     assert f"config:{WS_KERNEL}.NUM_MMA_WARPS#0" in left_alone(proposal.source)
     assert not any("NUM_MMA_WARPS" in knob.key for knob in tunable_knobs(proposal.source))
+    # the choice's booleans are literals now: the epilogue's is a switch, written back as False or True;
+    # the barrier's stays as written
+    subtile = next(k for k in tunable_knobs(proposal.source) if k.name == "EPILOGUE_SUBTILE")
+    assert (subtile.kind, subtile.domain) == ("switch", (0, 1)) and "'EPILOGUE_SUBTILE': False" in decorator
+    flipped = written_decorator(apply_knob(proposal.source, subtile, 1 - subtile.value))
+    assert flipped == decorator.replace("'EPILOGUE_SUBTILE': False", "'EPILOGUE_SUBTILE': True")
+    assert f"config:{WS_KERNEL}.USE_WARP_BARRIER#0" in left_alone(proposal.source)
 
     def around(source: str, opening: str) -> tuple[str, str]:
         return source[:source.index(opening)], source[source.index(f"@triton.jit\ndef {WS_KERNEL}"):]
@@ -317,3 +335,18 @@ def test_the_tlx_gemm_example_is_the_tutorial_with_an_h200_bundle():
     assert {knob.name: knob.value for knob in tunable_knobs(kernel)} == {
         "BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8, "NUM_STAGES": 3,
         "num_warps": 8}
+
+
+def test_a_switch_move_is_said_as_false_and_true_and_every_kind_has_its_reasons():
+    """A proposal moving the epilogue switch reads False -> True, not 0 -> 1; every knob kind the domains know
+    has a rationale and a risk each way (a kind without them would fail the proposal that moves it)."""
+    from orchestrator.providers.tune import metadata
+    from orchestrator.providers.tune.domains import DOMAINS
+    from orchestrator.providers.tune.knobs import DOWN, UP
+
+    subtile = next(k for k in tunable_knobs(WARP_SPECIALIZED) if k.key == f"config:{WS_KERNEL}.EPILOGUE_SUBTILE#1")
+    said = metadata.proposal_metadata(subtile, UP, 1, "memory", "dram 80 %", [])
+    assert said["hypothesis"].startswith("Turning on EPILOGUE_SUBTILE from False to True")
+    assert said["change"].startswith("EPILOGUE_SUBTILE False -> True (")
+    assert all((kind, direction) in metadata._RATIONALE and (kind, direction) in metadata._RISK
+               for kind in DOMAINS for direction in (UP, DOWN))

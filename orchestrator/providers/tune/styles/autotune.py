@@ -13,7 +13,7 @@ import libcst as cst
 from orchestrator.providers.tune.constraints import Constraint, KernelFacts, is_call
 from orchestrator.providers.tune.domains import literal_kind
 from orchestrator.providers.tune.forms import AutotuneConfig, code
-from orchestrator.providers.tune.scan import LAUNCH_OPTIONS, Found, Scan, dotted, integer, string
+from orchestrator.providers.tune.scan import LAUNCH_OPTIONS, Found, Scan, dotted, integer, literal, string
 from orchestrator.providers.tune.styles.base import SiteStyle
 
 _PASSING_CALLS = ("list", "tuple", "sorted", "filter")  # calls whose result holds the entries they are given
@@ -123,7 +123,7 @@ def _autotune_configs(scan: Scan, kernel: str, configs: cst.BaseExpression, fact
                 value = integer(item.value)
                 kwargs[name] = value if value is not None else code(item.value)
                 kind = facts.kind_of(name) if facts else literal_kind(name, False)
-                if kind is not None and value is not None:
+                if kind is not None and literal(item.value, kind) is not None:
                     scan.record(Found(ENTRY.site, name, kind, item.value, None, kernel, scope_name=kernel,
                                       group=id(call), pinned=never_read(scan, facts, name)))
         for argument in call.args:
@@ -194,7 +194,7 @@ def _comprehension_configs(scan: Scan, kernel: str, comprehension: cst.ListComp,
             kind = LAUNCH_OPTIONS.get(parameter) or (
                 facts.kind_of(parameter) if facts else literal_kind(parameter, False))
             elements = values.elements if isinstance(values, (cst.List, cst.Tuple)) else ()
-            if kind is not None and elements and all(integer(e.value) is not None for e in elements):
+            if kind is not None and elements and all(literal(e.value, kind) is not None for e in elements):
                 for element in elements:
                     scan.record(Found(ENTRY.site, parameter, kind, element.value, None, kernel, scope_name=kernel,
                                   group=id(call)))

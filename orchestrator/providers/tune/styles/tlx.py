@@ -18,6 +18,11 @@ Read from the kernel body, before any style searches (`read`):
   part a multiple of 64 rows (one wgmma per warpgroup), and each group must get whole warpgroups of the task's
   warps (`NUM_MMA_WARPS // NUM_MMA_GROUPS` a multiple of 4).
 
+- a boolean constexpr the body reads only as an `if` test, set True or False in a `triton.Config`, chooses
+  between two code paths the author wrote (`if EPILOGUE_SUBTILE:` stores the accumulator in two halves): a
+  switch (kind `switch`, False or True). Where a branch of it holds synchronization (`if USE_WARP_BARRIER:`
+  allocates warp barriers instead of mbarriers), it is a barrier choice, left as written.
+
 Never moved, each with the reason in the explanation: a group count the code fixes (`replicate=2` written as a
 literal), the warps and registers of an async task (`num_warps=NUM_MMA_WARPS // ...`: task partitioning),
 and a warp-specialized kernel's own `num_warps` and `num_stages` (its default task's warps; Triton's pipelining
@@ -39,6 +44,9 @@ from orchestrator.providers.tune.scan import Found, Scan, dotted, integer, strin
 from orchestrator.providers.tune.styles import autotune, constant, launch, wrapper
 from orchestrator.providers.tune.styles.base import SiteStyle
 
+# calls that synchronize (barriers, fences, cluster waits) or partition work (async tasks): a switch whose branch
+# holds one chooses how the kernel synchronizes, which the tuner never edits
+SYNC_WORDS = ("barrier", "fence", "cluster", "async_task")
 ROWS_PER_WARPGROUP = 64  # wgmma's M: each warpgroup of a consumer task multiplies 64 rows at a time
 WARPS_PER_WARPGROUP = 4
 # the styles whose places a buffer count may be set in (its value written where it is set), by site
@@ -77,6 +85,8 @@ class TlxKernel:
     fixed_replicas: tuple[int, int] | None = None  # (count, line) of a replicate= written as a literal
     task_options: dict[str, tuple[str, int]] = field(default_factory=dict)  # constexpr -> (option, line)
     task_warps: str = ""  # the constexpr the consumer task's num_warps divides by the group count
+    switches: dict[str, int] = field(default_factory=dict)  # boolean constexpr -> line of the `if` it decides
+    barrier_switches: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (sync call, line) in a branch
     warp_specialized: bool = False
     uses_async_dot: bool = False
 
@@ -162,7 +172,39 @@ def read_kernel(function: ast.FunctionDef, passed: set[str] = frozenset()) -> Tl
             if name in rings or name in kernel.lower_bounds:
                 kernel.buffer_counts.setdefault(name, alloc.lineno)
     kernel.splits = {tile: split for tile, split in kernel.splits.items() if tile in kernel.tiles}
+    _read_switches(function, nodes, constexprs - set(passed) - group_names - kernel.tiles - set(kernel.buffer_counts),
+                   kernel)
     return kernel
+
+
+def _read_switches(function: ast.FunctionDef, nodes: list[ast.AST], candidates: set[str], kernel: TlxKernel) -> None:
+    """The constexprs the body reads only as `if NAME:` / `if not NAME:` tests: switches, or barrier choices
+    where a branch they decide calls anything that synchronizes (`SYNC_WORDS`)."""
+    tests: dict[int, ast.If] = {}
+    for node in nodes:
+        if isinstance(node, ast.If):
+            test = node.test.operand if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not) \
+                else node.test
+            if isinstance(test, ast.Name):
+                tests[id(test)] = node
+    decided: dict[str, list[ast.If]] = {}
+    read_elsewhere: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in candidates:
+            if id(node) in tests:
+                decided.setdefault(node.id, []).append(tests[id(node)])
+            else:
+                read_elsewhere.add(node.id)
+    for name, branches in decided.items():
+        if name in read_elsewhere:
+            continue
+        sync = next(((called, call.lineno) for branch in branches for statement in [*branch.body, *branch.orelse]
+                     for call in ast.walk(statement) if (called := _called(call))
+                     and any(word in called for word in SYNC_WORDS)), None)
+        if sync is not None:
+            kernel.barrier_switches[name] = sync
+        else:
+            kernel.switches[name] = branches[0].lineno
 
 
 def _passed_at_launches(tree: ast.Module) -> dict[str, set[str]]:
@@ -226,7 +268,8 @@ class TlxBufferStyle(SiteStyle):
             facts = scan.facts.get(name)
             if facts is None:
                 continue
-            kinds = {**dict.fromkeys(kernel.tiles, "tile"), **dict.fromkeys(kernel.buffer_counts, "buffers")}
+            kinds = {**dict.fromkeys(kernel.tiles, "tile"), **dict.fromkeys(kernel.buffer_counts, "buffers"),
+                     **dict.fromkeys([*kernel.switches, *kernel.barrier_switches], "switch")}
             if kernel.groups:
                 kinds[kernel.groups] = "group"
             scan.facts[name] = dataclasses.replace(facts, named_kinds=tuple(sorted(kinds.items())),
@@ -252,6 +295,10 @@ class TlxBufferStyle(SiteStyle):
                     f"{kernel.buffer_counts[name]})", kernel.name, kernel.buffer_counts[name]))
                 for least, why, line in kernel.lower_bounds.get(name, ()):
                     found.constraints.append(Constraint(name, "at_least", str(least), why, kernel.name, line))
+            elif name in kernel.barrier_switches:
+                called, line = kernel.barrier_switches[name]
+                found.pinned = (f"{name} chooses how {kernel.name} synchronizes (a branch of it calls {called}, line "
+                                f"{line}): barriers, which the tuner never edits; left as written")
             elif name in kernel.task_options:
                 option, line = kernel.task_options[name]
                 found.pinned = (f"{name} sets the {option} of an async task (line {line}): task partitioning, "
