@@ -49,7 +49,7 @@ def scan(source: str) -> tuple[int, list[str], list[str], list[str]]:
         check_domains(knobs)
     except KnobDomainError as exc:
         failures.append(str(exc))
-    lines = [f"{knob.key} = {knob.show(knob.value)} in {list(knob.domain)}" for knob in knobs]
+    lines = [f"{knob.key} = {knob.show(knob.value)} in [{', '.join(knob.show(v) for v in knob.domain)}]" for knob in knobs]
     for knob in knobs:
         for direction in (UP, DOWN):
             value = next_value(knob, direction, knob.value)

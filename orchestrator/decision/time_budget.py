@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from protocol.results import Evaluation, ExperimentRecord
 from protocol.roles import Role
 
-
 PROFILE_MARGIN = 1.5  # a finalist's deep profile against the untouched kernel's (H100, softmax: 27.6 against 24.7 s)
 
 

@@ -17,7 +17,14 @@ import libcst as cst
 
 from orchestrator.providers.tune.constraints import WARPS_RANGE, Constraint
 from orchestrator.providers.tune.discovery import KnobSite, Located, locate
-from orchestrator.providers.tune.forms import AutotuneConfig, code, literal_code, read_table, scaled_code, table_code
+from orchestrator.providers.tune.forms import (
+    AutotuneConfig,
+    code,
+    literal_code,
+    read_table,
+    scaled_code,
+    table_code,
+)
 from orchestrator.providers.tune.scan import Found, subtree
 from orchestrator.providers.tune.styles import style_of
 
