@@ -59,6 +59,7 @@ class KnobSite:
     note: str = ""  # why it cannot be edited, or what it does (a grid's divisors, a config list's size)
     configs: tuple[AutotuneConfig, ...] = ()  # an autotune list's entries as written
     group: int = 0  # entries of one triton.Config share it (0 elsewhere)
+    table_site: str = ""  # a module constant's: the key of the launch argument its per-shape tables go to
 
     @property
     def where(self) -> str:
@@ -156,6 +157,8 @@ def _edits(found: Found, constraints: list[Constraint]) -> tuple[tuple[str, ...]
     if found.kind == "switch":  # False or True, as the author writes it: no scale, no per-shape table
         return ("literal",), ""
     tables = style_of(found.site).takes_tables(found)
+    if found.table_only:  # the launch argument a module constant's tables go to: its value is the constant's
+        return (("table",), "") if tables else ((), "the place of a module constant's per-shape table")
     if isinstance(found.node, cst.Integer):  # scaling a literal is just another literal
         return (("literal", "table") if tables else ("literal",)), ""
     return (("literal", "table", "scale") if tables else ("literal", "scale")), ""
@@ -265,12 +268,14 @@ def locate(source: str) -> Located | None:
             constraints=tuple(constraints), dimensions=_dimensions(found, scan, constraints) if "table" in edits else (),
             note=note or found.note, configs=found.configs, group=found.group))
         by_key[key] = found
+    key_of = {id(found): key for key, found in by_key.items()}
+    sites = [dataclasses.replace(site, table_site=key_of[id(place)])
+             if (place := by_key[site.key].table_place) is not None and id(place) in key_of else site for site in sites]
     fed = {(site.scope, site.variable or site.name) for site in sites}
     unlaunched = tuple(
         (scope.name, name, scan.line(binding.value))
         for scope in scan.scopes for name, bindings in scope.bindings.items() for binding in bindings[:1]
         if binding.value is not None and (scope.name, name) not in fed and _knob_named(name))
-    key_of = {id(found): key for key, found in by_key.items()}
     couplings = tuple(Coupling((key_of[id(first)], key_of[id(second)]), holds, text)
                       for first, second, holds, text in scan.couplings
                       if id(first) in key_of and id(second) in key_of)

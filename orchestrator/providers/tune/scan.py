@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,10 @@ class Found:
     group: int = 0  # the id of the triton.Config call an entry belongs to (0 elsewhere): entries set together
     pinned: str = ""  # why a style leaves this place as written, however legal another value would be
     via: str = ""  # the style that found the place, when another claimed it (a TLX buffer count in a config)
+    # A module constant a wrapper's launch passes by name (`BLOCK_SIZE=BLOCK_SIZE`): that launch argument, where a
+    # per-shape table for it goes (the module cannot see the shapes); set on the constant's place by `feed`.
+    table_place: Found | None = None
+    table_only: bool = False  # this place is such a launch argument: a table may go here, nothing else
 
     @property
     def scope_label(self) -> str:
@@ -178,12 +183,13 @@ class Scan:
         self.module.visit(collected)
         self._children = collected.children
         self.tree = ast.parse(source)
-        self.loaded = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         self.facts: dict[str, KernelFacts] = kernel_facts(self.tree)
         self.found: list[Found] = []
         self.launches: list[Launch] = []
         self.ignored: list[str] = []
         self.by_node: dict[int, Found] = {}
+        self.loaded = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        self.module_reads = module_reads(self.tree)
         self.module_scope = Scope("", self.module, None)
         self.scopes: list[Scope] = []
         self.kernel_nodes: dict[str, cst.FunctionDef] = {}
@@ -296,12 +302,25 @@ class Scan:
                     if isinstance(binding.value, cst.Name):
                         self.feed(name, kind, binding.value, where, kernel, arguments, site, depth + 1)
                         continue
-                    self.record(Found("constant" if where is self.module_scope else "wrapper", name, kind,
+                    constant = where is self.module_scope
+                    self.record(Found("constant" if constant else "wrapper", name, kind,
                                       binding.value, where, kernel, variable=node.value, launch_arguments=arguments,
                                       default=binding.default))
+                    if constant and site == "launch" and depth == 0 and len(bindings) == 1 and scope.parent:
+                        self._table_place(self.by_node[id(binding.value)],
+                                          Found(site, name, kind, node, scope, kernel, variable=node.value,
+                                                launch_arguments=arguments, table_only=True))
                 if any(binding.value is not None for binding in bindings):
                     return
         self.record(Found(site, name, kind, node, scope, kernel, launch_arguments=arguments))
+
+    def _table_place(self, constant: Found, place: Found) -> None:
+        """Where a per-shape table for a module constant goes: the launch argument in a wrapper that passes it by
+        name, when that is the file's only read of it. Read anywhere else too (a grid's `cdiv(n, BLOCK_SIZE)`,
+        a second launch), a table at the launch would part from the other reads."""
+        if constant.site == "constant" and self.module_reads[place.variable] == 1:
+            self.record(place)
+            constant.table_place = place
 
     def autotuned(self, kernel: str) -> bool:
         node = self.kernel_nodes.get(kernel)
@@ -318,6 +337,28 @@ class Scan:
                 if isinstance(call, cst.Call) and dotted(call.func) == decorator:
                     yield (kernel, {a.keyword.value: a.value for a in call.args if a.keyword is not None},
                            [a.value for a in call.args if a.keyword is None and not a.star])
+
+
+def module_reads(tree: ast.Module) -> Counter[str]:
+    """How often each module-level name is read: loads in the module and in functions that do not bind the name
+    themselves (a kernel's `BLOCK_SIZE` parameter is its own, not the module constant of the same name)."""
+    reads: Counter[str] = Counter()
+
+    def visit(node: ast.AST, shadowed: frozenset[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                arguments = child.args
+                bound = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                         *filter(None, (arguments.vararg, arguments.kwarg))]}
+                bound |= {n.id for n in ast.walk(child) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                visit(child, shadowed | bound)
+            elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id not in shadowed:
+                reads[child.id] += 1
+            else:
+                visit(child, shadowed)
+
+    visit(tree, frozenset())
+    return reads
 
 
 def subtree(node: cst.CSTNode) -> list[cst.CSTNode]:

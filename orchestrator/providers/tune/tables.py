@@ -68,7 +68,7 @@ def compose_table(source: str, knobs: list[Knob], control: Run, runs: list[Run],
         grouped = _groups(control, cases, f"{scope}.{dimension}")
         # a knob whose value the control's run did not show (a launch argument computed in place) takes one
         # value for every case, like an untabled one
-        tabled = [k for k in knobs if (site := sites.get(k.site_key)) is not None and "table" in site.edits
+        tabled = [k for k in knobs if (site := _table_site(k, sites)) is not None
                   and site.scope == scope and dimension in site.dimensions
                   and all(_setting(k, site, control, (case,), scope) is not None for case in cases)]
         if grouped is None or len(grouped) < 2 or not tabled:
@@ -105,13 +105,23 @@ def _mean(ratios: dict[str, float], weights: dict[str, float]) -> float:
     return weighted_geomean(ratios, {case: weights.get(case, 1.0) for case in ratios})
 
 
+def _table_site(knob: Knob, sites: dict[str, KnobSite]) -> KnobSite | None:
+    """Where a table for `knob` goes: its own site when that takes one, or, for a module constant, the launch
+    argument in the wrapper that passes it (`KnobSite.table_site`); None when there is no such place."""
+    own = sites.get(knob.site_key)
+    if own is not None and "table" in own.edits:
+        return own
+    place = sites.get(knob.site.table_site) if knob.site is not None and knob.site.table_site else None
+    return place if place is not None and "table" in place.edits else None
+
+
 def _dimensions(knobs: list[Knob], sites: dict[str, KnobSite]) -> list[tuple[str, str]]:
     """(scope, dimension) pairs a table could be keyed on: plain names the table sites can see, in their
     order of relevance."""
     pairs: list[tuple[str, str]] = []
     for knob in knobs:
-        site = sites.get(knob.site_key)
-        if site is None or "table" not in site.edits:
+        site = _table_site(knob, sites)
+        if site is None:
             continue
         pairs += [(site.scope, d) for d in site.dimensions if d.isidentifier() and (site.scope, d) not in pairs]
     return pairs
@@ -162,7 +172,8 @@ def _compose(source: str, knobs: list[Knob], tabled: list[Knob], sites: dict[str
         choice: dict[int, Run] = {}
         for value, members in grouped.items():
             eligible = [run for run in runs if shared(run) == assignment
-                        and all(_setting(k, sites[k.site_key], run, members, scope) is not None for k in tabled)]
+                        and all(_setting(k, _table_site(k, sites), run, members, scope) is not None
+                                for k in tabled)]
             if not eligible:
                 break
             choice[value] = min(eligible, key=lambda run, m=members: _mean({c: ratios[id(run)][c] for c in m},
@@ -190,14 +201,15 @@ def _plan(source: str, knobs: list[Knob], tabled: list[Knob], sites: dict[str, K
             if (value := configured.pop()) != knob.value:
                 changes[knob.key] = value
             continue
-        entries = {value: _setting(knob, sites[knob.site_key], run, grouped[value], scope) for value, run in choice.items()}
+        entries = {value: _setting(knob, _table_site(knob, sites), run, grouped[value], scope)
+                   for value, run in choice.items()}
         tables[knob.key] = {value: setting for value, setting in entries.items() if setting is not None}
     if not tables:
         return None
     try:
         composed = apply_knobs(source, changes) if changes else source
         for key, entries in tables.items():
-            composed = set_table(composed, key, dimension, entries)
+            composed = set_table(composed, _table_site(by_key[key], sites).key, dimension, entries)
     except (EditError, ValueError, StopIteration):
         return None
     labels = [f"{by_key[key].name}={by_key[key].short(value)}" for key, value in sorted(changes.items())]

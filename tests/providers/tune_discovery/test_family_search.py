@@ -98,7 +98,8 @@ class Screens:
         self.families: list[list[str]] = []
         self.screened: list[dict[str, int]] = []  # knob values of every screened variant, in order
 
-    async def __call__(self, variants: list[tuple[str, str]]) -> list[Result]:
+    async def __call__(self, variants: list[tuple[str, str]], *, observe: bool = False) -> list[Result]:
+        """One case, so no per-shape table: what `observe` would add is left out."""
         self.families.append([label for label, _ in variants])
         self.screened.extend(knob_values(source) for _, source in variants)
         results = []
@@ -194,7 +195,7 @@ class ColdFirstTiming(Screens):
     """A screening worker whose first timing runs 3x slow (a CI machine under the interpreter once timed its
     control so, with another test beside it), on a landscape where nothing is faster than the incumbent."""
 
-    async def __call__(self, variants: list[tuple[str, str]]) -> list[Result]:
+    async def __call__(self, variants: list[tuple[str, str]], *, observe: bool = False) -> list[Result]:
         results = await super().__call__(variants)
         first = results[0]
         slow = first.variant.model_copy(update={"medians_us": {c: 3 * t for c, t in first.variant.medians_us.items()}})
@@ -370,7 +371,8 @@ class TwoCases(Screens):
     `small` at 100 µs whatever the tiles, 130 µs with 8 or more warps. Such configurations screen faster overall
     while they slow a protected case by 30 %."""
 
-    async def __call__(self, variants: list[tuple[str, str]]) -> list[Result]:
+    async def __call__(self, variants: list[tuple[str, str]], *, observe: bool = False) -> list[Result]:
+        """One case, so no per-shape table: what `observe` would add is left out."""
         self.families.append([label for label, _ in variants])
         self.screened.extend(knob_values(source) for _, source in variants)
         results = []

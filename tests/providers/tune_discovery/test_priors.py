@@ -105,7 +105,7 @@ def test_the_first_family_is_the_control_then_the_priors():
     search, screens = FamilySearch(seed=0), Screens()
     text = source(ROOT / "examples" / "matmul" / "kernel.py")
 
-    async def screen(variants):
+    async def screen(variants, *, observe=False):
         screens.families.append([label for label, _ in variants])
         screens.screened.extend(knob_values(variant) for _, variant in variants)
         return []  # a failed screening: the search stops, and the family it asked for is what is checked

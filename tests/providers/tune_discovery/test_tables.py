@@ -212,10 +212,14 @@ def test_a_table_that_spares_a_slowed_case_is_proposed_though_no_faster_overall(
     assert compose_table(KERNEL, tunable_knobs(KERNEL), control, [quieter], {}, min_gain=0.03) is None
 
 
-def test_module_constants_take_no_table_and_screening_observes_nothing():
+def test_a_module_constant_takes_a_table_only_where_its_launch_argument_is_its_one_read():
+    """Passed by name at the wrapper's launch, a constant's tables go there (test_constant_tables.py); read by
+    the wrapper as well, it keeps one value for every shape and screening observes nothing for it."""
     constant = KERNEL.replace("    num_warps = min(max(BLOCK_SIZE // 256, 1), 8)\n", "").replace(
         "num_warps=num_warps", "num_warps=NUM_WARPS").replace("\n\n@triton.jit", "\nNUM_WARPS = 4\n\n@triton.jit")
-    assert not takes_tables(constant, tunable_knobs(constant))
+    assert takes_tables(constant, tunable_knobs(constant))
+    read_twice = constant.replace("    y = torch.empty_like(x)\n", "    y = torch.empty_like(x)\n    assert NUM_WARPS <= 8\n")
+    assert read_twice != constant and not takes_tables(read_twice, tunable_knobs(read_twice))
     assert takes_tables(KERNEL, tunable_knobs(KERNEL))
 
 
