@@ -350,3 +350,25 @@ def test_a_switch_move_is_said_as_false_and_true_and_every_kind_has_its_reasons(
     assert said["change"].startswith("EPILOGUE_SUBTILE False -> True (")
     assert all((kind, direction) in metadata._RATIONALE and (kind, direction) in metadata._RISK
                for kind in DOMAINS for direction in (UP, DOWN))
+
+
+def test_a_flag_written_true_or_false_at_the_launch_is_a_switch_and_the_callers_data_is_not():
+    """A boolean the kernel reads only as an `if` test, passed as `False` at the launch: the author's choice, so
+    a switch; passed as the caller's data (`c.is_contiguous()`), it stays theirs."""
+    flagged = PIPELINED.replace("                                   NUM_STAGES: tl.constexpr  #\n",
+                                "                                   NUM_STAGES: tl.constexpr,  #\n"
+                                "                                   EVICT_C: tl.constexpr = False,  #\n", 1)
+    flagged = flagged.replace("    tl.store(c_ptrs, c, mask=c_mask)",
+                              "    if EVICT_C:\n        tl.store(c_ptrs, c, mask=c_mask, eviction_policy='evict_first')\n"
+                              "    else:\n        tl.store(c_ptrs, c, mask=c_mask)", 1)
+    launch_end = "            c.stride(1),\n        )\n    return c"
+    at = flagged.rindex(launch_end)
+    flagged = flagged[:at] + launch_end.replace("        )", "            EVICT_C=False,\n        )") + \
+        flagged[at + len(launch_end):]
+    assert flagged.count("EVICT_C") == 3
+    (switch,) = [k for k in tunable_knobs(flagged) if k.name == "EVICT_C"]
+    assert (switch.key, switch.kind, switch.value, switch.domain) == ("launch:matmul.EVICT_C#0", "switch", 0, (0, 1))
+    assert changed_lines(flagged, apply_knob(flagged, switch, 1)) == ["-            EVICT_C=False,",
+                                                                     "+            EVICT_C=True,"]
+    data = flagged.replace("EVICT_C=False,\n        )", "EVICT_C=c.is_contiguous(),\n        )")
+    assert data != flagged and not [k for k in tunable_knobs(data) if k.name == "EVICT_C"]

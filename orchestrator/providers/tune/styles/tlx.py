@@ -208,14 +208,17 @@ def _read_switches(function: ast.FunctionDef, nodes: list[ast.AST], candidates: 
 
 
 def _passed_at_launches(tree: ast.Module) -> dict[str, set[str]]:
-    """Kernel name -> the keywords its `kernel[grid](...)` launches pass."""
+    """Kernel name -> the keywords its `kernel[grid](...)` launches pass, but for `True` / `False` written there:
+    a flag set as a literal is the author's choice (a switch), not the caller's data."""
     passed: dict[str, set[str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
             callee = node.func.value
             name = callee.id if isinstance(callee, ast.Name) else callee.value.id if (
                 isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name)) else ""
-            passed.setdefault(name, set()).update(k.arg for k in node.keywords if k.arg)
+            passed.setdefault(name, set()).update(
+                k.arg for k in node.keywords if k.arg and not (isinstance(k.value, ast.Constant)
+                                                               and isinstance(k.value.value, bool)))
     return passed
 
 
