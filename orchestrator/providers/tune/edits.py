@@ -17,6 +17,7 @@ import libcst as cst
 
 from orchestrator.providers.tune.constraints import WARPS_RANGE, Constraint
 from orchestrator.providers.tune.discovery import KnobSite, Located, locate
+from orchestrator.providers.tune.domains import illegal
 from orchestrator.providers.tune.forms import (
     AutotuneConfig,
     code,
@@ -74,9 +75,10 @@ def violations(site: KnobSite, value: int, dims: Mapping[str, int] | None = None
                 if (problem := _check(constraint, value, site.value, dims or {}))]
     if site.kind == "warps" and not site.constraints and value not in (1, 2, 4, 8, 16, 32):
         problems.append(f"num_warps {value} is not one of {WARPS_RANGE}")
-    if site.kind == "switch" and value not in (0, 1):
-        problems.append(f"{site.name} {value} is neither False nor True")
-    elif site.kind != "switch" and value < 1:
+    if site.kind == "switch":
+        if reason := illegal(site.kind, value):
+            problems.append(f"{site.name} {reason}")
+    elif value < 1:
         problems.append(f"{site.name} {value} is not positive")
     return problems
 

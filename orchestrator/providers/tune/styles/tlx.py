@@ -172,12 +172,11 @@ def read_kernel(function: ast.FunctionDef, passed: set[str] = frozenset()) -> Tl
             if name in rings or name in kernel.lower_bounds:
                 kernel.buffer_counts.setdefault(name, alloc.lineno)
     kernel.splits = {tile: split for tile, split in kernel.splits.items() if tile in kernel.tiles}
-    _read_switches(function, nodes, constexprs - set(passed) - group_names - kernel.tiles - set(kernel.buffer_counts),
-                   kernel)
+    _read_switches(nodes, constexprs - set(passed) - group_names - kernel.tiles - set(kernel.buffer_counts), kernel)
     return kernel
 
 
-def _read_switches(function: ast.FunctionDef, nodes: list[ast.AST], candidates: set[str], kernel: TlxKernel) -> None:
+def _read_switches(nodes: list[ast.AST], candidates: set[str], kernel: TlxKernel) -> None:
     """The constexprs the body reads only as `if NAME:` / `if not NAME:` tests: switches, or barrier choices
     where a branch they decide calls anything that synchronizes (`SYNC_WORDS`)."""
     tests: dict[int, ast.If] = {}
